@@ -1,0 +1,382 @@
+//! Expressions and modules. Every expression is a node in its module's arena and is
+//! referred to by a typed [`ExprId`] (STYLE habit 6): no `Rc` trees, sharing is free,
+//! and a node's id is smaller than the ids of every node that uses it, so the arena
+//! order is a topological order. Each node's type is computed when it is created (the
+//! op's type rule runs then), so types are known everywhere and shape errors surface at
+//! the call that causes them.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::op::Op;
+use crate::tensor::NDArray;
+use crate::ty::{FuncType, Type};
+
+/// The id of an expression node, valid in the module that created it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExprId(u32);
+
+impl ExprId {
+    /// The id with arena index `i`.
+    pub fn new(i: usize) -> ExprId {
+        ExprId(u32::try_from(i).expect("more than 2^32 expression nodes"))
+    }
+
+    /// The arena index.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for ExprId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// What a call applies: an op, or a function-typed expression (a function literal,
+/// such as a fused primitive group, or a global function).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Callee {
+    Op(Op),
+    Expr(ExprId),
+}
+
+/// Attributes of a function literal.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FnAttrs {
+    /// A fused group produced by operator fusion, to be lowered as one kernel
+    /// (Relay's `Primitive=1`).
+    pub primitive: bool,
+}
+
+/// A function: parameters (each a [`ExprKind::Var`] node) and a body.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Function {
+    pub params: Vec<ExprId>,
+    pub body: ExprId,
+    pub attrs: FnAttrs,
+}
+
+/// The kinds of expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    /// A variable, bound as a function parameter. Its identity is its id; the name is
+    /// for printing and for binding inputs and params by name.
+    Var { name: String },
+    /// A constant tensor.
+    Constant(Arc<NDArray>),
+    /// An op or function applied to arguments.
+    Call { callee: Callee, args: Vec<ExprId> },
+    Tuple(Vec<ExprId>),
+    /// Field `index` of a tuple.
+    TupleGetItem { tuple: ExprId, index: usize },
+    Function(Function),
+    /// A reference to a global function of the module, by name (`@name`).
+    GlobalVar(String),
+}
+
+impl ExprKind {
+    /// The ids this node refers to directly, in order (a function's params, then body).
+    pub fn children(&self) -> Vec<ExprId> {
+        match self {
+            ExprKind::Var { .. } | ExprKind::Constant(_) | ExprKind::GlobalVar(_) => vec![],
+            ExprKind::Call { callee, args } => {
+                let mut out = Vec::with_capacity(args.len() + 1);
+                if let Callee::Expr(f) = callee {
+                    out.push(*f);
+                }
+                out.extend(args);
+                out
+            }
+            ExprKind::Tuple(fields) => fields.clone(),
+            ExprKind::TupleGetItem { tuple, .. } => vec![*tuple],
+            ExprKind::Function(f) => {
+                let mut out = f.params.clone();
+                out.push(f.body);
+                out
+            }
+        }
+    }
+
+    /// The op, if this is an op call.
+    pub fn op(&self) -> Option<&Op> {
+        match self {
+            ExprKind::Call { callee: Callee::Op(op), .. } => Some(op),
+            _ => None,
+        }
+    }
+}
+
+/// An arena node: the expression and its type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExprNode {
+    pub kind: ExprKind,
+    pub ty: Type,
+}
+
+/// A module: the expression arena and the named global functions (`@main`, ...), in
+/// the order they were added.
+#[derive(Clone, Debug, Default)]
+pub struct Module {
+    nodes: Vec<ExprNode>,
+    globals: Vec<(String, ExprId)>,
+}
+
+impl Module {
+    pub fn new() -> Module {
+        Module::default()
+    }
+
+    /// Number of nodes in the arena (including ones no function uses any more).
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The node `id`. Panics if `id` is not from this module (a kiln bug, not input).
+    pub fn node(&self, id: ExprId) -> &ExprNode {
+        &self.nodes[id.index()]
+    }
+
+    /// The node `id`, or an error if `id` is not a node of this module.
+    pub fn get(&self, id: ExprId) -> Result<&ExprNode> {
+        self.nodes
+            .get(id.index())
+            .ok_or_else(|| Error::InvalidArgument(format!("expression {id} is not in this module")))
+    }
+
+    pub fn kind(&self, id: ExprId) -> &ExprKind {
+        &self.node(id).kind
+    }
+
+    pub fn ty(&self, id: ExprId) -> &Type {
+        &self.node(id).ty
+    }
+
+    /// All node ids in arena (topological) order.
+    pub fn ids(&self) -> impl Iterator<Item = ExprId> + use<> {
+        (0..self.nodes.len()).map(ExprId::new)
+    }
+
+    /// Appends a node whose type the caller vouches for. For passes that build nodes
+    /// they have already typed; the verifier re-checks such nodes.
+    pub fn push_unchecked(&mut self, kind: ExprKind, ty: Type) -> ExprId {
+        self.nodes.push(ExprNode { kind, ty });
+        ExprId::new(self.nodes.len() - 1)
+    }
+
+    fn check_ids(&self, ids: &[ExprId]) -> Result<()> {
+        for &id in ids {
+            self.get(id)?;
+        }
+        Ok(())
+    }
+
+    /// A new variable of type `ty`.
+    pub fn var(&mut self, name: impl Into<String>, ty: impl Into<Type>) -> ExprId {
+        self.push_unchecked(ExprKind::Var { name: name.into() }, ty.into())
+    }
+
+    /// A constant tensor.
+    pub fn constant(&mut self, value: NDArray) -> ExprId {
+        let ty = Type::Tensor(value.ty());
+        self.push_unchecked(ExprKind::Constant(Arc::new(value)), ty)
+    }
+
+    /// Applies `op` to `args`, running the op's type rule.
+    pub fn call(&mut self, op: impl Into<Op>, args: &[ExprId]) -> Result<ExprId> {
+        let op = op.into();
+        self.check_ids(args)?;
+        let arg_types: Vec<Type> = args.iter().map(|&a| self.ty(a).clone()).collect();
+        let ty = op.infer_type(&arg_types)?;
+        Ok(self.push_unchecked(
+            ExprKind::Call {
+                callee: Callee::Op(op),
+                args: args.to_vec(),
+            },
+            ty,
+        ))
+    }
+
+    /// Calls a function-typed expression (function literal or global) on `args`.
+    pub fn call_function(&mut self, callee: ExprId, args: &[ExprId]) -> Result<ExprId> {
+        self.check_ids(args)?;
+        let Type::Func(ft) = self.get(callee)?.ty.clone() else {
+            return Err(Error::ty(
+                "call",
+                format!("callee {callee} has type {}, not a function type", self.ty(callee)),
+            ));
+        };
+        if ft.params.len() != args.len() {
+            return Err(Error::ty(
+                "call",
+                format!("function takes {} argument(s), got {}", ft.params.len(), args.len()),
+            ));
+        }
+        for (i, (p, &a)) in ft.params.iter().zip(args).enumerate() {
+            if p != self.ty(a) {
+                return Err(Error::ty(
+                    "call",
+                    format!("argument {i} has type {} but the parameter is {p}", self.ty(a)),
+                ));
+            }
+        }
+        Ok(self.push_unchecked(
+            ExprKind::Call {
+                callee: Callee::Expr(callee),
+                args: args.to_vec(),
+            },
+            *ft.ret,
+        ))
+    }
+
+    /// A tuple of `fields`.
+    pub fn tuple(&mut self, fields: &[ExprId]) -> Result<ExprId> {
+        self.check_ids(fields)?;
+        let ty = Type::Tuple(fields.iter().map(|&f| self.ty(f).clone()).collect());
+        Ok(self.push_unchecked(ExprKind::Tuple(fields.to_vec()), ty))
+    }
+
+    /// Field `index` of the tuple `tuple`.
+    pub fn tuple_get(&mut self, tuple: ExprId, index: usize) -> Result<ExprId> {
+        let ty = match &self.get(tuple)?.ty {
+            Type::Tuple(fields) => fields.get(index).cloned().ok_or_else(|| {
+                Error::ty(
+                    "tuple_get_item",
+                    format!("index {index} is out of range for a tuple of {} fields", fields.len()),
+                )
+            })?,
+            other => {
+                return Err(Error::ty(
+                    "tuple_get_item",
+                    format!("{tuple} has type {other}, not a tuple"),
+                ));
+            }
+        };
+        Ok(self.push_unchecked(ExprKind::TupleGetItem { tuple, index }, ty))
+    }
+
+    /// A function literal over `params` (variables) returning `body`.
+    pub fn function(&mut self, params: &[ExprId], body: ExprId, attrs: FnAttrs) -> Result<ExprId> {
+        self.check_ids(params)?;
+        self.get(body)?;
+        for &p in params {
+            if !matches!(self.kind(p), ExprKind::Var { .. }) {
+                return Err(Error::InvalidModel(format!("function parameter {p} is not a variable")));
+            }
+        }
+        let ty = Type::Func(FuncType {
+            params: params.iter().map(|&p| self.ty(p).clone()).collect(),
+            ret: Box::new(self.ty(body).clone()),
+        });
+        Ok(self.push_unchecked(
+            ExprKind::Function(Function {
+                params: params.to_vec(),
+                body,
+                attrs,
+            }),
+            ty,
+        ))
+    }
+
+    /// Defines (or redefines) the global function `@name` as the function literal `func`.
+    pub fn define(&mut self, name: &str, func: ExprId) -> Result<()> {
+        if !matches!(self.get(func)?.kind, ExprKind::Function(_)) {
+            return Err(Error::InvalidModel(format!("@{name} must be bound to a function, got {func}")));
+        }
+        match self.globals.iter_mut().find(|(n, _)| n == name) {
+            Some(slot) => slot.1 = func,
+            None => self.globals.push((name.to_string(), func)),
+        }
+        Ok(())
+    }
+
+    /// Builds `fn(params) { body }` and defines it as `@main`.
+    pub fn set_main(&mut self, params: &[ExprId], body: ExprId) -> Result<()> {
+        let f = self.function(params, body, FnAttrs::default())?;
+        self.define("main", f)
+    }
+
+    /// A reference to the global function `@name`, typed with its signature.
+    pub fn global(&mut self, name: &str) -> Result<ExprId> {
+        let f = self
+            .global_id(name)
+            .ok_or_else(|| Error::InvalidModel(format!("unknown global function @{name}")))?;
+        let ty = self.ty(f).clone();
+        Ok(self.push_unchecked(ExprKind::GlobalVar(name.to_string()), ty))
+    }
+
+    /// The function-literal node of global `@name`.
+    pub fn global_id(&self, name: &str) -> Option<ExprId> {
+        self.globals.iter().find(|(n, _)| n == name).map(|(_, id)| *id)
+    }
+
+    /// The global functions, `(name, function node)`, in definition order.
+    pub fn globals(&self) -> &[(String, ExprId)] {
+        &self.globals
+    }
+
+    /// The function stored at `id`, or an error if `id` is not a function literal.
+    pub fn function_at(&self, id: ExprId) -> Result<&Function> {
+        match &self.get(id)?.kind {
+            ExprKind::Function(f) => Ok(f),
+            _ => Err(Error::InvalidModel(format!("{id} is not a function"))),
+        }
+    }
+
+    /// The node of `@main`.
+    pub fn main_id(&self) -> Result<ExprId> {
+        self.global_id("main")
+            .ok_or_else(|| Error::InvalidModel("the module has no @main function".into()))
+    }
+
+    /// `@main`.
+    pub fn main(&self) -> Result<&Function> {
+        self.function_at(self.main_id()?)
+    }
+
+    /// The name of a variable node.
+    pub fn var_name(&self, id: ExprId) -> Option<&str> {
+        match self.kind(id) {
+            ExprKind::Var { name } => Some(name),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::op::{Unary, UnaryKind};
+
+    #[test]
+    fn builds_a_typed_function() {
+        let mut m = Module::new();
+        let x = m.var("x", Type::tensor([2, 3], DType::F32));
+        let t = m.tuple(&[x, x]).unwrap();
+        let g = m.tuple_get(t, 1).unwrap();
+        assert_eq!(m.ty(g), &Type::tensor([2, 3], DType::F32));
+        m.set_main(&[x], g).unwrap();
+        assert_eq!(m.main().unwrap().params, vec![x]);
+        assert_eq!(m.ty(m.main_id().unwrap()).to_string(), "fn (Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32]");
+        assert!(m.tuple_get(t, 2).unwrap_err().to_string().contains("out of range"));
+        assert!(m.tuple_get(x, 0).is_err());
+        let _ = Unary { kind: UnaryKind::Relu };
+    }
+
+    #[test]
+    fn bad_ids_and_missing_main_are_errors() {
+        let mut m = Module::new();
+        assert!(m.main().unwrap_err().to_string().contains("no @main"));
+        assert!(m.tuple(&[ExprId::new(5)]).unwrap_err().to_string().contains("not in this module"));
+        let c = m.constant(NDArray::zeros([1], DType::F32));
+        assert!(m.function(&[c], c, FnAttrs::default()).is_err());
+        assert!(m.global("nope").is_err());
+    }
+}

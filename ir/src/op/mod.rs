@@ -1,0 +1,186 @@
+//! The op set. Each op is a struct holding its typed attributes and implementing
+//! [`OpSpec`]: its name, its type rule, its reference evaluation and how its attributes
+//! print, all in one place (one file per family: `nn`, `elemwise`, `reduce`,
+//! `transform`). [`Op`] is the closed enum of those structs — plain data, so it hashes
+//! and orders for an e-graph — plus [`Op::Custom`] for ops users add from outside the
+//! crate through [`CustomOpDef`] and an [`OpRegistry`].
+
+mod custom;
+pub mod elemwise;
+pub mod nn;
+pub mod reduce;
+pub mod transform;
+pub(crate) mod util;
+
+use std::fmt;
+
+pub use custom::{CustomOp, CustomOpDef, OpRegistry};
+pub use elemwise::{Binary, BinaryKind, Cast, Clip, Unary, UnaryKind, Where};
+pub use nn::{
+    BatchFlatten, BatchMatmul, BatchNorm, BiasAdd, Conv2d, Dense, GlobalPool2d, LayerNorm, Pool2d,
+    PoolKind, Softmax,
+};
+pub use reduce::{Reduce, ReduceKind};
+pub use transform::{
+    Concatenate, ExpandDims, Reshape, Split, SplitSpec, Squeeze, StridedSlice, Take, TakeMode,
+    Transpose,
+};
+
+use crate::attrs::{AttrReader, AttrWriter};
+use crate::error::Result;
+use crate::ty::Type;
+use crate::value::Value;
+
+/// What every op defines: name, type rule, reference evaluation, attributes.
+pub trait OpSpec {
+    /// The op's name in the text form (`nn.conv2d`, `add`).
+    fn name(&self) -> &str;
+
+    /// The result type for argument types `args`, or a type error naming the op, the
+    /// argument and the shapes that don't fit.
+    fn infer_type(&self, args: &[Type]) -> Result<Type>;
+
+    /// Reference evaluation on argument values whose types passed `infer_type`, which
+    /// returned `out`. Written for clarity; it is the oracle.
+    fn eval(&self, args: &[Value], out: &Type) -> Result<Value>;
+
+    /// Writes the attributes that differ from their defaults, in the order Relay prints
+    /// them.
+    fn write_attrs(&self, _w: &mut AttrWriter) {}
+}
+
+macro_rules! op_enum {
+    ($($(#[$doc:meta])* $variant:ident($ty:ty)),* $(,)?) => {
+        /// A graph-IR op with its attributes.
+        #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Op {
+            $($(#[$doc])* $variant($ty),)*
+            /// An op defined outside kiln (see [`CustomOpDef`]).
+            Custom(CustomOp),
+        }
+
+        impl Op {
+            /// The op's definition as a trait object.
+            pub fn spec(&self) -> &dyn OpSpec {
+                match self {
+                    $(Op::$variant(o) => o,)*
+                    Op::Custom(c) => c,
+                }
+            }
+        }
+
+        $(impl From<$ty> for Op {
+            fn from(o: $ty) -> Op {
+                Op::$variant(o)
+            }
+        })*
+    };
+}
+
+op_enum! {
+    /// `nn.conv2d`
+    Conv2d(Conv2d),
+    /// `nn.batch_norm`
+    BatchNorm(BatchNorm),
+    /// `nn.max_pool2d`, `nn.avg_pool2d`
+    Pool2d(Pool2d),
+    /// `nn.global_avg_pool2d`, `nn.global_max_pool2d`
+    GlobalPool2d(GlobalPool2d),
+    /// `nn.dense`
+    Dense(Dense),
+    /// `nn.bias_add`
+    BiasAdd(BiasAdd),
+    /// `nn.batch_flatten`
+    BatchFlatten(BatchFlatten),
+    /// `nn.softmax`
+    Softmax(Softmax),
+    /// `nn.layer_norm`
+    LayerNorm(LayerNorm),
+    /// `nn.batch_matmul`
+    BatchMatmul(BatchMatmul),
+    /// Elementwise one-argument ops: `nn.relu`, `exp`, `log`, `sqrt`, ...
+    Unary(Unary),
+    /// Broadcasting two-argument ops: `add`, ..., `maximum`, comparisons.
+    Binary(Binary),
+    /// `clip`
+    Clip(Clip),
+    /// `cast`
+    Cast(Cast),
+    /// `where`
+    Where(Where),
+    /// `sum`, `mean`, `max`, `min`
+    Reduce(Reduce),
+    /// `reshape`
+    Reshape(Reshape),
+    /// `transpose`
+    Transpose(Transpose),
+    /// `squeeze`
+    Squeeze(Squeeze),
+    /// `expand_dims`
+    ExpandDims(ExpandDims),
+    /// `concatenate`
+    Concatenate(Concatenate),
+    /// `split`
+    Split(Split),
+    /// `strided_slice`
+    StridedSlice(StridedSlice),
+    /// `take`
+    Take(Take),
+}
+
+/// Parses one family's ops: `None` if `name` is not one of them.
+type FamilyParser = fn(&str, &mut AttrReader) -> Option<Result<Op>>;
+
+const FAMILIES: [FamilyParser; 4] = [nn::parse, elemwise::parse, reduce::parse, transform::parse];
+
+impl Op {
+    /// The op's name in the text form.
+    pub fn name(&self) -> &str {
+        self.spec().name()
+    }
+
+    /// See [`OpSpec::infer_type`].
+    pub fn infer_type(&self, args: &[Type]) -> Result<Type> {
+        self.spec().infer_type(args)
+    }
+
+    /// See [`OpSpec::eval`].
+    pub fn eval(&self, args: &[Value], out: &Type) -> Result<Value> {
+        self.spec().eval(args, out)
+    }
+
+    /// The non-default attributes as `(name, value)` pairs, in print order.
+    pub fn attrs(&self) -> Vec<(String, crate::attrs::AttrValue)> {
+        let mut w = AttrWriter::new();
+        self.spec().write_attrs(&mut w);
+        w.into_pairs()
+    }
+
+    /// Builds a built-in op from its name and attributes; `None` if no built-in op has
+    /// that name. Unknown or ill-typed attributes are errors naming the attribute.
+    pub fn builtin(name: &str, attrs: Vec<(String, crate::attrs::AttrValue)>) -> Option<Result<Op>> {
+        let mut reader = AttrReader::new(name, attrs);
+        for family in FAMILIES {
+            if let Some(op) = family(name, &mut reader) {
+                return Some(op.and_then(|op| reader.finish().map(|()| op)));
+            }
+        }
+        None
+    }
+
+    /// The names of every built-in op.
+    pub fn builtin_names() -> Vec<&'static str> {
+        [nn::NAMES, elemwise::NAMES, reduce::NAMES, transform::NAMES].concat()
+    }
+}
+
+impl fmt::Display for Op {
+    /// `name` followed by `, attr=value` pairs as they appear after the arguments.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())?;
+        for (k, v) in self.attrs() {
+            write!(f, ", {k}={v}")?;
+        }
+        Ok(())
+    }
+}

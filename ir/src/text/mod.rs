@@ -1,0 +1,1 @@
+//! The text form of the graph IR (placeholder until the printer and parser land).

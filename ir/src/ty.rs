@@ -1,0 +1,164 @@
+//! Types of graph-IR expressions: tensors with static shapes, tuples and functions,
+//! printed the way Relay prints them (`Tensor[(1, 3, 224, 224), float32]`).
+
+use std::fmt;
+
+use crate::dtype::DType;
+
+/// A tensor type: a static shape and an element type.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorType {
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+}
+
+impl TensorType {
+    pub fn new(shape: impl Into<Vec<usize>>, dtype: DType) -> TensorType {
+        TensorType {
+            shape: shape.into(),
+            dtype,
+        }
+    }
+
+    /// A rank-0 tensor.
+    pub fn scalar(dtype: DType) -> TensorType {
+        TensorType::new(vec![], dtype)
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Bytes of a contiguous tensor of this type.
+    pub fn size_bytes(&self) -> usize {
+        self.numel() * self.dtype.size_bytes()
+    }
+}
+
+/// The type of an expression.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Type {
+    Tensor(TensorType),
+    Tuple(Vec<Type>),
+    Func(FuncType),
+}
+
+/// A function's parameter types and result type.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FuncType {
+    pub params: Vec<Type>,
+    pub ret: Box<Type>,
+}
+
+impl Type {
+    /// Shorthand for a tensor type.
+    pub fn tensor(shape: impl Into<Vec<usize>>, dtype: DType) -> Type {
+        Type::Tensor(TensorType::new(shape, dtype))
+    }
+
+    /// The tensor type, if this is one.
+    pub fn as_tensor(&self) -> Option<&TensorType> {
+        match self {
+            Type::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The field types, if this is a tuple.
+    pub fn as_tuple(&self) -> Option<&[Type]> {
+        match self {
+            Type::Tuple(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The tensor types of this type flattened in order (a tensor is one, a tuple its
+    /// fields recursively). Functions contribute nothing.
+    pub fn flatten_tensors(&self) -> Vec<&TensorType> {
+        let mut out = Vec::new();
+        fn go<'a>(t: &'a Type, out: &mut Vec<&'a TensorType>) {
+            match t {
+                Type::Tensor(t) => out.push(t),
+                Type::Tuple(ts) => ts.iter().for_each(|t| go(t, out)),
+                Type::Func(_) => {}
+            }
+        }
+        go(self, &mut out);
+        out
+    }
+}
+
+/// Writes a shape as Relay does: `(1, 3, 224, 224)`, `(3)`, `()`.
+pub fn fmt_shape(shape: &[usize]) -> String {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    format!("({})", dims.join(", "))
+}
+
+impl fmt::Display for TensorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.shape.is_empty() {
+            write!(f, "{}", self.dtype)
+        } else {
+            write!(f, "Tensor[{}, {}]", fmt_shape(&self.shape), self.dtype)
+        }
+    }
+}
+
+impl fmt::Display for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Type::Tensor(t) => t.fmt(f),
+            Type::Tuple(fields) => {
+                f.write_str("(")?;
+                for (i, t) in fields.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    t.fmt(f)?;
+                }
+                if fields.len() == 1 {
+                    f.write_str(",")?;
+                }
+                f.write_str(")")
+            }
+            Type::Func(ft) => {
+                f.write_str("fn (")?;
+                for (i, t) in ft.params.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    t.fmt(f)?;
+                }
+                write!(f, ") -> {}", ft.ret)
+            }
+        }
+    }
+}
+
+impl From<TensorType> for Type {
+    fn from(t: TensorType) -> Type {
+        Type::Tensor(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prints_like_relay() {
+        assert_eq!(
+            Type::tensor([1, 3, 224, 224], DType::F32).to_string(),
+            "Tensor[(1, 3, 224, 224), float32]"
+        );
+        assert_eq!(Type::tensor([3], DType::F32).to_string(), "Tensor[(3), float32]");
+        assert_eq!(Type::tensor([], DType::I64).to_string(), "int64");
+        let t = Type::Tuple(vec![Type::tensor([2], DType::F16)]);
+        assert_eq!(t.to_string(), "(Tensor[(2), float16],)");
+    }
+}
