@@ -15,6 +15,7 @@ pub mod attrs;
 pub mod dtype;
 pub mod error;
 pub mod expr;
+pub mod interp;
 pub mod op;
 pub mod rng;
 pub mod tensor;
@@ -22,6 +23,8 @@ pub mod text;
 pub mod ty;
 pub mod value;
 pub mod verify;
+pub mod visit;
+pub mod zoo;
 
 pub use dtype::DType;
 pub use error::{Error, Result};

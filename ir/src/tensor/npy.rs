@@ -161,13 +161,17 @@ mod tests {
 
     #[test]
     fn reads_numpy_written_header() {
-        // Exactly what numpy 1.26 writes for np.arange(3, dtype='<i4').
-        let mut bytes = b"\x93NUMPY\x01\x00v\x00{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }".to_vec();
-        bytes.extend(std::iter::repeat_n(b' ', 118 - 70 + 10 - 10));
-        bytes.truncate(10 + 117);
-        bytes.push(b'\n');
+        // The layout numpy writes for np.arange(3, dtype='<i4'): a dict padded with
+        // spaces and a newline so the data starts at byte 128.
+        let dict = "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }";
+        let header = format!("{dict:<117}\n");
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend((header.len() as u16).to_le_bytes());
+        bytes.extend(header.as_bytes());
+        assert_eq!(bytes.len(), 128);
         bytes.extend([0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0]);
         let a = NDArray::from_npy_bytes(&bytes, Path::new("a.npy")).unwrap();
+        assert_eq!(a.shape(), &[3]);
         assert_eq!(a.to_vec::<i32>().unwrap(), vec![0, 1, 2]);
     }
 
