@@ -79,3 +79,24 @@ fn seeds_make_weights_reproducible() {
     assert_ne!(a["conv0_weight"], c["conv0_weight"]);
     assert_eq!(a["bn0_gamma"].to_f64_vec(), vec![1.0; 64]);
 }
+
+#[test]
+fn resnet18_params_are_tvms_in_order_with_shapes() {
+    // Names and shapes of @main's parameters as TVM prints them (seed 001).
+    let expected = include_str!("fixtures/resnet18_tvm_params.txt");
+    let (m, _) = by_name("resnet18").unwrap();
+    let main = m.main().unwrap();
+    let got: Vec<String> = main
+        .params
+        .iter()
+        .map(|&p| {
+            let dims: Vec<String> = m.ty(p).as_tensor().unwrap().shape.iter().map(|d| d.to_string()).collect();
+            format!("{} ({})", m.var_name(p).unwrap(), dims.join(", "))
+        })
+        .collect();
+    let want: Vec<&str> = expected.lines().collect();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g, w);
+    }
+}

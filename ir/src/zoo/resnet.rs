@@ -240,7 +240,7 @@ mod tests {
         let i = names.iter().position(|n| n == "stage1_unit1_conv2_weight").unwrap();
         assert_eq!(names[i + 1], "stage1_unit1_sc_weight");
         assert_eq!(names.last().unwrap(), "fc1_bias");
-        assert_eq!(names.len(), 103);
+        assert_eq!(names.len(), 100);
         assert_eq!(params.len(), names.len() - 1);
         assert_eq!(params["stage4_unit1_sc_weight"].shape(), &[512, 256, 1, 1]);
         let main = m.main_id().unwrap();
