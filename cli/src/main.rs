@@ -77,5 +77,9 @@ fn main() -> ExitCode {
 
 /// `outer: inner: innermost`, on one line.
 fn format_chain(e: &anyhow::Error) -> String {
-    e.chain().map(|c| c.to_string()).collect::<Vec<_>>().join(": ").replace('\n', " ")
+    e.chain()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
+        .replace('\n', " ")
 }

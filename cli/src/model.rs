@@ -22,7 +22,8 @@ pub fn load(spec: &str) -> Result<Model> {
                 zoo::NAMES.join(", ")
             );
         }
-        let text = std::fs::read_to_string(spec).with_context(|| format!("cannot read model file `{spec}`"))?;
+        let text = std::fs::read_to_string(spec)
+            .with_context(|| format!("cannot read model file `{spec}`"))?;
         let module = parse_module(&text).with_context(|| format!("{spec}"))?;
         (module, Params::new())
     };

@@ -24,7 +24,11 @@ pub struct RunArgs {
 
 pub fn run(args: &RunArgs) -> Result<()> {
     if !TARGETS.contains(&args.target.as_str()) {
-        bail!("unknown target `{}` (available: {})", args.target, TARGETS.join(", "));
+        bail!(
+            "unknown target `{}` (available: {})",
+            args.target,
+            TARGETS.join(", ")
+        );
     }
     let model = load(&args.model)?;
     let m = &model.module;
@@ -36,7 +40,10 @@ pub fn run(args: &RunArgs) -> Result<()> {
             .with_context(|| format!("--input `{spec}` must look like NAME=FILE.npy"))?;
         if !main.params.iter().any(|&p| m.var_name(p) == Some(name)) {
             let names: Vec<&str> = main.params.iter().filter_map(|&p| m.var_name(p)).collect();
-            bail!("--input `{name}`: the model has no input of that name (inputs: {})", names.join(", "));
+            bail!(
+                "--input `{name}`: the model has no input of that name (inputs: {})",
+                names.join(", ")
+            );
         }
         let value = NDArray::read_npy(path).with_context(|| format!("--input {name}"))?;
         inputs.insert(name.to_string(), value);
@@ -47,10 +54,16 @@ pub fn run(args: &RunArgs) -> Result<()> {
             continue;
         }
         let Some(t) = m.ty(p).as_tensor() else {
-            bail!("input %{name} has type {}, which kiln cannot fill at random", m.ty(p));
+            bail!(
+                "input %{name} has type {}, which kiln cannot fill at random",
+                m.ty(p)
+            );
         };
         let seed = args.seed.wrapping_add(i as u64);
-        inputs.insert(name.to_string(), NDArray::random(t.shape.clone(), t.dtype, seed));
+        inputs.insert(
+            name.to_string(),
+            NDArray::random(t.shape.clone(), t.dtype, seed),
+        );
     }
     let start = Instant::now();
     let outputs = evaluate(m, &inputs)?.flatten();
@@ -58,7 +71,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
     for (i, out) in outputs.iter().enumerate() {
         println!("output {i}: {} {}", out.ty(), out.preview(10));
     }
-    println!("target {}: ran in {:.3} s", args.target, elapsed.as_secs_f64());
+    println!(
+        "target {}: ran in {:.3} s",
+        args.target,
+        elapsed.as_secs_f64()
+    );
     if let Some(path) = &args.output {
         let first = outputs.first().context("the model has no outputs")?;
         first.write_npy(path)?;

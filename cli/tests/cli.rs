@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn kiln(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kiln")).args(args).output().expect("run kiln")
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .output()
+        .expect("run kiln")
 }
 
 fn stdout(o: &Output) -> String {
@@ -24,10 +27,18 @@ fn tmp(name: &str) -> PathBuf {
 
 /// Asserts a failed run with one `error:` line mentioning every `needle`.
 fn assert_clear_error(o: &Output, needles: &[&str]) {
-    assert!(!o.status.success(), "expected failure, got success: {}", stdout(o));
+    assert!(
+        !o.status.success(),
+        "expected failure, got success: {}",
+        stdout(o)
+    );
     let err = stderr(o);
     assert!(!err.contains("panicked"), "panic: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "one line expected: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "one line expected: {err}"
+    );
     assert!(err.starts_with("error: "), "{err}");
     for n in needles {
         assert!(err.contains(n), "`{n}` not in: {err}");
@@ -41,7 +52,13 @@ fn inspect_resnet18_prints_tvm_structure() {
     let text = stdout(&o);
     assert_eq!(text.matches("nn.conv2d(").count(), 21);
     assert_eq!(text.matches("nn.batch_norm(").count(), 19);
-    for name in ["%bn_data_gamma", "%conv0_weight", "%stage1_unit1_sc_weight", "%stage4_unit2_conv2_weight", "%fc1_bias"] {
+    for name in [
+        "%bn_data_gamma",
+        "%conv0_weight",
+        "%stage1_unit1_sc_weight",
+        "%stage4_unit2_conv2_weight",
+        "%fc1_bias",
+    ] {
         assert!(text.contains(name), "{name} missing");
     }
     assert!(text.contains("epsilon=2e-05f, scale=False"));
@@ -52,7 +69,14 @@ fn inspect_resnet18_prints_tvm_structure() {
 #[test]
 fn run_mlp_writes_a_softmax() {
     let out = tmp("mlp.npy");
-    let o = kiln(&["run", "zoo:mlp", "--target", "ref", "--output", out.to_str().unwrap()]);
+    let o = kiln(&[
+        "run",
+        "zoo:mlp",
+        "--target",
+        "ref",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("output 0: Tensor[(1, 10), float32]"));
     let y = kiln_ir::NDArray::read_npy(&out).unwrap();
@@ -69,9 +93,15 @@ fn run_text_file_with_given_input() {
     )
     .unwrap();
     let x = tmp("x.npy");
-    kiln_ir::NDArray::from_vec([3], vec![1.0f32, 2.0, 3.0]).unwrap().write_npy(&x).unwrap();
+    kiln_ir::NDArray::from_vec([3], vec![1.0f32, 2.0, 3.0])
+        .unwrap()
+        .write_npy(&x)
+        .unwrap();
     let y = tmp("y.npy");
-    kiln_ir::NDArray::from_vec([3], vec![10.0f32, 20.0, 30.0]).unwrap().write_npy(&y).unwrap();
+    kiln_ir::NDArray::from_vec([3], vec![10.0f32, 20.0, 30.0])
+        .unwrap()
+        .write_npy(&y)
+        .unwrap();
     let out = tmp("sum.npy");
     let o = kiln(&[
         "run",
@@ -91,12 +121,26 @@ fn run_text_file_with_given_input() {
 #[test]
 fn bad_input_gives_one_clear_line() {
     let malformed = tmp("malformed.relay");
-    std::fs::write(&malformed, "def @main(%x: Tensor[(3), float32]) {\n  nn.relu(%x\n}\n").unwrap();
-    assert_clear_error(&kiln(&["inspect", malformed.to_str().unwrap()]), &["malformed.relay", "3:1"]);
+    std::fs::write(
+        &malformed,
+        "def @main(%x: Tensor[(3), float32]) {\n  nn.relu(%x\n}\n",
+    )
+    .unwrap();
+    assert_clear_error(
+        &kiln(&["inspect", malformed.to_str().unwrap()]),
+        &["malformed.relay", "3:1"],
+    );
 
     let unknown_op = tmp("unknown_op.relay");
-    std::fs::write(&unknown_op, "def @main(%x: Tensor[(3), float32]) {\n  nn.frobnicate(%x)\n}\n").unwrap();
-    assert_clear_error(&kiln(&["inspect", unknown_op.to_str().unwrap()]), &["nn.frobnicate"]);
+    std::fs::write(
+        &unknown_op,
+        "def @main(%x: Tensor[(3), float32]) {\n  nn.frobnicate(%x)\n}\n",
+    )
+    .unwrap();
+    assert_clear_error(
+        &kiln(&["inspect", unknown_op.to_str().unwrap()]),
+        &["nn.frobnicate"],
+    );
 
     let mismatch = tmp("mismatch.relay");
     std::fs::write(
@@ -104,14 +148,29 @@ fn bad_input_gives_one_clear_line() {
         "def @main(%x: Tensor[(2, 3), float32], %y: Tensor[(4), float32]) {\n  add(%x, %y)\n}\n",
     )
     .unwrap();
-    assert_clear_error(&kiln(&["inspect", mismatch.to_str().unwrap()]), &["add", "(2, 3)", "(4)"]);
+    assert_clear_error(
+        &kiln(&["inspect", mismatch.to_str().unwrap()]),
+        &["add", "(2, 3)", "(4)"],
+    );
 
-    assert_clear_error(&kiln(&["inspect", "zoo:resnet19"]), &["resnet19", "resnet18"]);
+    assert_clear_error(
+        &kiln(&["inspect", "zoo:resnet19"]),
+        &["resnet19", "resnet18"],
+    );
     assert_clear_error(
         &kiln(&["run", "zoo:mlp", "--input", "data=/nonexistent/in.npy"]),
         &["/nonexistent/in.npy"],
     );
-    assert_clear_error(&kiln(&["run", "zoo:mlp", "--input", "nope=x.npy"]), &["nope", "data"]);
-    assert_clear_error(&kiln(&["run", "zoo:mlp", "--target", "tpu"]), &["unknown target `tpu`", "ref"]);
-    assert_clear_error(&kiln(&["inspect", "/nonexistent/model.relay"]), &["/nonexistent/model.relay"]);
+    assert_clear_error(
+        &kiln(&["run", "zoo:mlp", "--input", "nope=x.npy"]),
+        &["nope", "data"],
+    );
+    assert_clear_error(
+        &kiln(&["run", "zoo:mlp", "--target", "tpu"]),
+        &["unknown target `tpu`", "ref"],
+    );
+    assert_clear_error(
+        &kiln(&["inspect", "/nonexistent/model.relay"]),
+        &["/nonexistent/model.relay"],
+    );
 }

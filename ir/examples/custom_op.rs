@@ -25,8 +25,14 @@ impl CustomOpDef for Swish {
     fn infer_type(&self, args: &[Type]) -> Result<Type> {
         match args {
             [Type::Tensor(t)] if t.dtype.is_float() => Ok(args[0].clone()),
-            [other] => Err(Error::ty(self.name(), format!("argument 0 (x) must be a float tensor, got {other}"))),
-            _ => Err(Error::ty(self.name(), format!("expects 1 argument, got {}", args.len()))),
+            [other] => Err(Error::ty(
+                self.name(),
+                format!("argument 0 (x) must be a float tensor, got {other}"),
+            )),
+            _ => Err(Error::ty(
+                self.name(),
+                format!("expects 1 argument, got {}", args.len()),
+            )),
         }
     }
 
@@ -38,7 +44,11 @@ impl CustomOpDef for Swish {
             .map(|v| v / (1.0 + (-self.beta * v).exp()))
             .collect();
         let t = out.as_tensor().expect("type rule returns a tensor");
-        Ok(Value::Tensor(NDArray::from_f64(t.shape.clone(), t.dtype, y)?))
+        Ok(Value::Tensor(NDArray::from_f64(
+            t.shape.clone(),
+            t.dtype,
+            y,
+        )?))
     }
 
     fn write_attrs(&self, w: &mut AttrWriter) {
@@ -62,10 +72,22 @@ def @main(%x: Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32] {
 }
 "#;
     let module = parse_module_with(text, &registry)?;
-    println!("{}", print_module(&module, &PrintOptions { types: true, ..Default::default() }));
+    println!(
+        "{}",
+        print_module(
+            &module,
+            &PrintOptions {
+                types: true,
+                ..Default::default()
+            }
+        )
+    );
 
     let mut inputs = Inputs::new();
-    inputs.insert("x".into(), NDArray::from_vec([2, 3], vec![-2.0f32, -1.0, 0.0, 0.5, 1.0, 3.0])?);
+    inputs.insert(
+        "x".into(),
+        NDArray::from_vec([2, 3], vec![-2.0f32, -1.0, 0.0, 0.5, 1.0, 3.0])?,
+    );
     let out = evaluate(&module, &inputs)?.flatten().remove(0);
     println!("swish(x, beta=2) then relu = {}", out.preview(6));
 
@@ -73,7 +95,11 @@ def @main(%x: Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32] {
     let bad = "def @main(%x: Tensor[(2), int32]) -> Tensor[(2), int32] { research.swish(%x) }";
     match parse_module_with(bad, &registry) {
         Err(e) => println!("as expected: {e}"),
-        Ok(_) => return Err(Error::InvalidModel("an int32 swish should not type-check".into())),
+        Ok(_) => {
+            return Err(Error::InvalidModel(
+                "an int32 swish should not type-check".into(),
+            ));
+        }
     }
     let _ = DType::F32;
     Ok(())

@@ -114,11 +114,17 @@ impl AttrWriter {
     }
 
     pub fn ints(&mut self, name: &str, v: &[i64]) -> &mut Self {
-        self.value(name, AttrValue::List(v.iter().map(|&i| AttrValue::Int(i)).collect()))
+        self.value(
+            name,
+            AttrValue::List(v.iter().map(|&i| AttrValue::Int(i)).collect()),
+        )
     }
 
     pub fn usizes(&mut self, name: &str, v: &[usize]) -> &mut Self {
-        self.value(name, AttrValue::List(v.iter().map(|&i| AttrValue::Int(i as i64)).collect()))
+        self.value(
+            name,
+            AttrValue::List(v.iter().map(|&i| AttrValue::Int(i as i64)).collect()),
+        )
     }
 
     pub fn float(&mut self, name: &str, v: f64) -> &mut Self {
@@ -213,7 +219,8 @@ impl AttrReader {
             Some(v) => v
                 .into_iter()
                 .map(|i| {
-                    usize::try_from(i).map_err(|_| self.error(name, format!("must not be negative, found {i}")))
+                    usize::try_from(i)
+                        .map_err(|_| self.error(name, format!("must not be negative, found {i}")))
                 })
                 .collect::<Result<Vec<_>>>()
                 .map(Some),
@@ -303,7 +310,10 @@ mod tests {
         let mut r = AttrReader::new(
             "nn.conv2d",
             vec![
-                ("strides".into(), AttrValue::List(vec![AttrValue::Int(2), AttrValue::Int(2)])),
+                (
+                    "strides".into(),
+                    AttrValue::List(vec![AttrValue::Int(2), AttrValue::Int(2)]),
+                ),
                 ("groups".into(), AttrValue::Str("x".into())),
                 ("bogus".into(), AttrValue::Int(1)),
             ],

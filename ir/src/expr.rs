@@ -64,14 +64,22 @@ pub struct Function {
 pub enum ExprKind {
     /// A variable, bound as a function parameter. Its identity is its id; the name is
     /// for printing and for binding inputs and params by name.
-    Var { name: String },
+    Var {
+        name: String,
+    },
     /// A constant tensor.
     Constant(Arc<NDArray>),
     /// An op or function applied to arguments.
-    Call { callee: Callee, args: Vec<ExprId> },
+    Call {
+        callee: Callee,
+        args: Vec<ExprId>,
+    },
     Tuple(Vec<ExprId>),
     /// Field `index` of a tuple.
-    TupleGetItem { tuple: ExprId, index: usize },
+    TupleGetItem {
+        tuple: ExprId,
+        index: usize,
+    },
     Function(Function),
     /// A reference to a global function of the module, by name (`@name`).
     GlobalVar(String),
@@ -103,7 +111,10 @@ impl ExprKind {
     /// The op, if this is an op call.
     pub fn op(&self) -> Option<&Op> {
         match self {
-            ExprKind::Call { callee: Callee::Op(op), .. } => Some(op),
+            ExprKind::Call {
+                callee: Callee::Op(op),
+                ..
+            } => Some(op),
             _ => None,
         }
     }
@@ -209,20 +220,30 @@ impl Module {
         let Type::Func(ft) = self.get(callee)?.ty.clone() else {
             return Err(Error::ty(
                 "call",
-                format!("callee {callee} has type {}, not a function type", self.ty(callee)),
+                format!(
+                    "callee {callee} has type {}, not a function type",
+                    self.ty(callee)
+                ),
             ));
         };
         if ft.params.len() != args.len() {
             return Err(Error::ty(
                 "call",
-                format!("function takes {} argument(s), got {}", ft.params.len(), args.len()),
+                format!(
+                    "function takes {} argument(s), got {}",
+                    ft.params.len(),
+                    args.len()
+                ),
             ));
         }
         for (i, (p, &a)) in ft.params.iter().zip(args).enumerate() {
             if p != self.ty(a) {
                 return Err(Error::ty(
                     "call",
-                    format!("argument {i} has type {} but the parameter is {p}", self.ty(a)),
+                    format!(
+                        "argument {i} has type {} but the parameter is {p}",
+                        self.ty(a)
+                    ),
                 ));
             }
         }
@@ -248,7 +269,10 @@ impl Module {
             Type::Tuple(fields) => fields.get(index).cloned().ok_or_else(|| {
                 Error::ty(
                     "tuple_get_item",
-                    format!("index {index} is out of range for a tuple of {} fields", fields.len()),
+                    format!(
+                        "index {index} is out of range for a tuple of {} fields",
+                        fields.len()
+                    ),
                 )
             })?,
             other => {
@@ -267,7 +291,9 @@ impl Module {
         self.get(body)?;
         for &p in params {
             if !matches!(self.kind(p), ExprKind::Var { .. }) {
-                return Err(Error::InvalidModel(format!("function parameter {p} is not a variable")));
+                return Err(Error::InvalidModel(format!(
+                    "function parameter {p} is not a variable"
+                )));
             }
         }
         let ty = Type::Func(FuncType {
@@ -287,7 +313,9 @@ impl Module {
     /// Defines (or redefines) the global function `@name` as the function literal `func`.
     pub fn define(&mut self, name: &str, func: ExprId) -> Result<()> {
         if !matches!(self.get(func)?.kind, ExprKind::Function(_)) {
-            return Err(Error::InvalidModel(format!("@{name} must be bound to a function, got {func}")));
+            return Err(Error::InvalidModel(format!(
+                "@{name} must be bound to a function, got {func}"
+            )));
         }
         match self.globals.iter_mut().find(|(n, _)| n == name) {
             Some(slot) => slot.1 = func,
@@ -313,7 +341,10 @@ impl Module {
 
     /// The function-literal node of global `@name`.
     pub fn global_id(&self, name: &str) -> Option<ExprId> {
-        self.globals.iter().find(|(n, _)| n == name).map(|(_, id)| *id)
+        self.globals
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, id)| *id)
     }
 
     /// The global functions, `(name, function node)`, in definition order.
@@ -364,17 +395,32 @@ mod tests {
         assert_eq!(m.ty(g), &Type::tensor([2, 3], DType::F32));
         m.set_main(&[x], g).unwrap();
         assert_eq!(m.main().unwrap().params, vec![x]);
-        assert_eq!(m.ty(m.main_id().unwrap()).to_string(), "fn (Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32]");
-        assert!(m.tuple_get(t, 2).unwrap_err().to_string().contains("out of range"));
+        assert_eq!(
+            m.ty(m.main_id().unwrap()).to_string(),
+            "fn (Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32]"
+        );
+        assert!(
+            m.tuple_get(t, 2)
+                .unwrap_err()
+                .to_string()
+                .contains("out of range")
+        );
         assert!(m.tuple_get(x, 0).is_err());
-        let _ = Unary { kind: UnaryKind::Relu };
+        let _ = Unary {
+            kind: UnaryKind::Relu,
+        };
     }
 
     #[test]
     fn bad_ids_and_missing_main_are_errors() {
         let mut m = Module::new();
         assert!(m.main().unwrap_err().to_string().contains("no @main"));
-        assert!(m.tuple(&[ExprId::new(5)]).unwrap_err().to_string().contains("not in this module"));
+        assert!(
+            m.tuple(&[ExprId::new(5)])
+                .unwrap_err()
+                .to_string()
+                .contains("not in this module")
+        );
         let c = m.constant(NDArray::zeros([1], DType::F32));
         assert!(m.function(&[c], c, FnAttrs::default()).is_err());
         assert!(m.global("nope").is_err());

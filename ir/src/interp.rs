@@ -26,7 +26,10 @@ pub fn evaluate(m: &Module, inputs: &Inputs) -> Result<Value> {
     for &p in &f.params {
         let name = m.var_name(p).unwrap_or("?");
         let value = inputs.get(name).ok_or_else(|| {
-            Error::InvalidArgument(format!("missing input %{name}: {} (no tensor of that name was given)", m.ty(p)))
+            Error::InvalidArgument(format!(
+                "missing input %{name}: {} (no tensor of that name was given)",
+                m.ty(p)
+            ))
         })?;
         args.push(Value::Tensor(value.clone()));
     }
@@ -57,7 +60,9 @@ pub fn evaluate_function(m: &Module, func: ExprId, args: Vec<Value>) -> Result<V
         let (want, got) = (m.ty(p), v.ty());
         if &got != want {
             let name = m.var_name(p).unwrap_or("?");
-            return Err(Error::InvalidArgument(format!("input %{name} must be {want}, got {got}")));
+            return Err(Error::InvalidArgument(format!(
+                "input %{name} must be {want}, got {got}"
+            )));
         }
         env.insert(p, v);
     }
@@ -141,11 +146,16 @@ impl<'m> Frame<'m> {
         match m.kind(id) {
             ExprKind::Constant(c) => Ok(Value::Tensor((**c).clone())),
             ExprKind::Call { callee, args } => {
-                let vals: Vec<Value> = args.iter().map(|&a| self.get(a).cloned()).collect::<Result<_>>()?;
+                let vals: Vec<Value> = args
+                    .iter()
+                    .map(|&a| self.get(a).cloned())
+                    .collect::<Result<_>>()?;
                 match callee {
                     Callee::Op(op) => {
                         let out = op.eval(&vals, m.ty(id)).map_err(|e| match e {
-                            Error::Eval(msg) => Error::Eval(format!("`{}` ({id}): {msg}", op.name())),
+                            Error::Eval(msg) => {
+                                Error::Eval(format!("`{}` ({id}): {msg}", op.name()))
+                            }
                             other => other,
                         })?;
                         check_result(op.name(), &out, m.ty(id))?;
@@ -154,9 +164,9 @@ impl<'m> Frame<'m> {
                     Callee::Expr(f) => match m.kind(*f) {
                         ExprKind::Function(_) => evaluate_function(m, *f, vals),
                         ExprKind::GlobalVar(name) => {
-                            let g = m
-                                .global_id(name)
-                                .ok_or_else(|| Error::Eval(format!("unknown global function @{name}")))?;
+                            let g = m.global_id(name).ok_or_else(|| {
+                                Error::Eval(format!("unknown global function @{name}"))
+                            })?;
                             evaluate_function(m, g, vals)
                         }
                         _ => Err(Error::Unsupported(format!(
@@ -166,13 +176,15 @@ impl<'m> Frame<'m> {
                 }
             }
             ExprKind::Tuple(fields) => Ok(Value::Tuple(
-                fields.iter().map(|&f| self.get(f).cloned()).collect::<Result<_>>()?,
+                fields
+                    .iter()
+                    .map(|&f| self.get(f).cloned())
+                    .collect::<Result<_>>()?,
             )),
             ExprKind::TupleGetItem { tuple, index } => match self.get(*tuple)? {
-                Value::Tuple(vs) => vs
-                    .get(*index)
-                    .cloned()
-                    .ok_or_else(|| Error::Eval(format!("tuple index {index} out of range at {id}"))),
+                Value::Tuple(vs) => vs.get(*index).cloned().ok_or_else(|| {
+                    Error::Eval(format!("tuple index {index} out of range at {id}"))
+                }),
                 Value::Tensor(_) => Err(Error::Eval(format!("{id}: projection of a tensor"))),
             },
             ExprKind::Var { .. } | ExprKind::Function(_) | ExprKind::GlobalVar(_) => {
@@ -216,7 +228,9 @@ mod tests {
         let a = m.var("a", Type::tensor([1], DType::I32));
         let b = m.var("b", Type::tensor([2], DType::F32));
         let fb = m.tuple(&[b, a]).unwrap();
-        let f = m.function(&[a, b], fb, FnAttrs { primitive: true }).unwrap();
+        let f = m
+            .function(&[a, b], fb, FnAttrs { primitive: true })
+            .unwrap();
         let t = m.tuple(&[x, y]).unwrap();
         let g = m.tuple_get(t, 1).unwrap();
         let call = m.call_function(f, &[g, x]).unwrap();
@@ -226,7 +240,10 @@ mod tests {
 
     fn inputs() -> Inputs {
         let mut i = Inputs::new();
-        i.insert("x".into(), NDArray::from_vec([2], vec![1.0f32, 2.0]).unwrap());
+        i.insert(
+            "x".into(),
+            NDArray::from_vec([2], vec![1.0f32, 2.0]).unwrap(),
+        );
         i.insert("y".into(), NDArray::from_vec([1], vec![7i32]).unwrap());
         i
     }
@@ -249,10 +266,16 @@ mod tests {
         let mut i = inputs();
         i.insert("x".into(), NDArray::zeros([3], DType::F32));
         let e = evaluate(&m, &i).unwrap_err().to_string();
-        assert!(e.contains("input %x must be Tensor[(2), float32], got Tensor[(3), float32]"), "{e}");
+        assert!(
+            e.contains("input %x must be Tensor[(2), float32], got Tensor[(3), float32]"),
+            "{e}"
+        );
         let mut i = inputs();
         i.insert("z".into(), NDArray::zeros([3], DType::F32));
         let e = evaluate(&m, &i).unwrap_err().to_string();
-        assert!(e.contains("`z` is not a parameter of @main (parameters: x, y)"), "{e}");
+        assert!(
+            e.contains("`z` is not a parameter of @main (parameters: x, y)"),
+            "{e}"
+        );
     }
 }

@@ -156,7 +156,10 @@ mod tests {
             Type::tensor([1, 3, 224, 224], DType::F32).to_string(),
             "Tensor[(1, 3, 224, 224), float32]"
         );
-        assert_eq!(Type::tensor([3], DType::F32).to_string(), "Tensor[(3), float32]");
+        assert_eq!(
+            Type::tensor([3], DType::F32).to_string(),
+            "Tensor[(3), float32]"
+        );
         assert_eq!(Type::tensor([], DType::I64).to_string(), "int64");
         let t = Type::Tuple(vec![Type::tensor([2], DType::F16)]);
         assert_eq!(t.to_string(), "(Tensor[(2), float16],)");

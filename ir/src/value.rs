@@ -16,7 +16,9 @@ impl Value {
     pub fn as_tensor(&self, what: &str) -> Result<&NDArray> {
         match self {
             Value::Tensor(t) => Ok(t),
-            Value::Tuple(_) => Err(Error::Eval(format!("{what}: expected a tensor, got a tuple"))),
+            Value::Tuple(_) => Err(Error::Eval(format!(
+                "{what}: expected a tensor, got a tuple"
+            ))),
         }
     }
 
@@ -24,7 +26,9 @@ impl Value {
     pub fn into_tensor(self, what: &str) -> Result<NDArray> {
         match self {
             Value::Tensor(t) => Ok(t),
-            Value::Tuple(_) => Err(Error::Eval(format!("{what}: expected a tensor, got a tuple"))),
+            Value::Tuple(_) => Err(Error::Eval(format!(
+                "{what}: expected a tensor, got a tuple"
+            ))),
         }
     }
 

@@ -36,14 +36,22 @@ impl fmt::Display for VerifyError {
 
 impl VerifyError {
     pub(crate) fn join(errors: &[VerifyError]) -> String {
-        errors.iter().map(|e| format!("  {e}")).collect::<Vec<_>>().join("\n")
+        errors
+            .iter()
+            .map(|e| format!("  {e}"))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }
 
 /// Checks every invariant; `Err(Error::Verify(all problems))` if any fails.
 pub fn verify(m: &Module) -> Result<()> {
     let errors = verify_errors(m);
-    if errors.is_empty() { Ok(()) } else { Err(Error::Verify(errors)) }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Verify(errors))
+    }
 }
 
 /// Every invariant violation in `m` (empty when the module is sound).
@@ -81,14 +89,19 @@ impl Verifier<'_> {
                 continue;
             }
             for (node, name) in crate::text::binding_names(self.m, *id) {
-                self.names.entry(node).or_insert_with(|| format!("@{def} {name}"));
+                self.names
+                    .entry(node)
+                    .or_insert_with(|| format!("@{def} {name}"));
             }
         }
     }
 
     fn location(&self, id: ExprId) -> String {
         let what = match self.m.get(id).map(|n| &n.kind) {
-            Ok(ExprKind::Call { callee: Callee::Op(op), .. }) => format!(" (`{}`)", op.name()),
+            Ok(ExprKind::Call {
+                callee: Callee::Op(op),
+                ..
+            }) => format!(" (`{}`)", op.name()),
             _ => String::new(),
         };
         match self.names.get(&id) {
@@ -109,16 +122,27 @@ impl Verifier<'_> {
     fn check_nodes(&mut self) {
         for id in self.m.ids() {
             let kind = &self.m.node(id).kind;
-            let bad: Vec<ExprId> = kind.children().into_iter().filter(|c| c.index() >= id.index()).collect();
+            let bad: Vec<ExprId> = kind
+                .children()
+                .into_iter()
+                .filter(|c| c.index() >= id.index())
+                .collect();
             if !bad.is_empty() {
                 let list: Vec<String> = bad.iter().map(|c| c.to_string()).collect();
-                self.error(id, format!("refers to {} which is not defined before it", list.join(", ")));
+                self.error(
+                    id,
+                    format!(
+                        "refers to {} which is not defined before it",
+                        list.join(", ")
+                    ),
+                );
                 continue;
             }
             match self.expected_type(id) {
-                Ok(ty) if &ty != self.m.ty(id) => {
-                    self.error(id, format!("stored type {} but its operands give {ty}", self.m.ty(id)))
-                }
+                Ok(ty) if &ty != self.m.ty(id) => self.error(
+                    id,
+                    format!("stored type {} but its operands give {ty}", self.m.ty(id)),
+                ),
                 Ok(_) => {}
                 Err(e) => self.error(id, e.to_string()),
             }
@@ -131,35 +155,55 @@ impl Verifier<'_> {
         Ok(match m.kind(id) {
             ExprKind::Var { .. } => m.ty(id).clone(),
             ExprKind::Constant(c) => Type::Tensor(c.ty()),
-            ExprKind::Call { callee: Callee::Op(op), args } => {
+            ExprKind::Call {
+                callee: Callee::Op(op),
+                args,
+            } => {
                 let tys: Vec<Type> = args.iter().map(|&a| m.ty(a).clone()).collect();
                 op.infer_type(&tys)?
             }
-            ExprKind::Call { callee: Callee::Expr(f), args } => {
+            ExprKind::Call {
+                callee: Callee::Expr(f),
+                args,
+            } => {
                 let Type::Func(ft) = m.ty(*f) else {
-                    return Err(Error::ty("call", format!("callee has type {}, not a function", m.ty(*f))));
+                    return Err(Error::ty(
+                        "call",
+                        format!("callee has type {}, not a function", m.ty(*f)),
+                    ));
                 };
                 let tys: Vec<Type> = args.iter().map(|&a| m.ty(a).clone()).collect();
                 if tys != ft.params {
                     let shown: Vec<String> = tys.iter().map(|t| t.to_string()).collect();
                     return Err(Error::ty(
                         "call",
-                        format!("arguments ({}) do not match the callee's type {}", shown.join(", "), m.ty(*f)),
+                        format!(
+                            "arguments ({}) do not match the callee's type {}",
+                            shown.join(", "),
+                            m.ty(*f)
+                        ),
                     ));
                 }
                 (*ft.ret).clone()
             }
-            ExprKind::Tuple(fields) => Type::Tuple(fields.iter().map(|&f| m.ty(f).clone()).collect()),
+            ExprKind::Tuple(fields) => {
+                Type::Tuple(fields.iter().map(|&f| m.ty(f).clone()).collect())
+            }
             ExprKind::TupleGetItem { tuple, index } => match m.ty(*tuple) {
                 Type::Tuple(fields) if *index < fields.len() => fields[*index].clone(),
                 other => {
-                    return Err(Error::ty("tuple_get_item", format!("cannot take field {index} of {other}")));
+                    return Err(Error::ty(
+                        "tuple_get_item",
+                        format!("cannot take field {index} of {other}"),
+                    ));
                 }
             },
             ExprKind::Function(f) => {
                 for &p in &f.params {
                     if !matches!(m.kind(p), ExprKind::Var { .. }) {
-                        return Err(Error::InvalidModel(format!("parameter {p} is not a variable")));
+                        return Err(Error::InvalidModel(format!(
+                            "parameter {p} is not a variable"
+                        )));
                     }
                 }
                 Type::Func(FuncType {
@@ -168,9 +212,9 @@ impl Verifier<'_> {
                 })
             }
             ExprKind::GlobalVar(name) => {
-                let f = m
-                    .global_id(name)
-                    .ok_or_else(|| Error::InvalidModel(format!("unknown global function @{name}")))?;
+                let f = m.global_id(name).ok_or_else(|| {
+                    Error::InvalidModel(format!("unknown global function @{name}"))
+                })?;
                 m.ty(f).clone()
             }
         })
@@ -184,13 +228,25 @@ impl Verifier<'_> {
         }
     }
 
-    fn check_function(&mut self, func: ExprId, outer: &HashSet<ExprId>, binder: &mut HashMap<ExprId, ExprId>) {
-        let Ok(f) = self.m.function_at(func) else { return };
-        let mut scope = if f.attrs.primitive { HashSet::new() } else { outer.clone() };
+    fn check_function(
+        &mut self,
+        func: ExprId,
+        outer: &HashSet<ExprId>,
+        binder: &mut HashMap<ExprId, ExprId>,
+    ) {
+        let Ok(f) = self.m.function_at(func) else {
+            return;
+        };
+        let mut scope = if f.attrs.primitive {
+            HashSet::new()
+        } else {
+            outer.clone()
+        };
         for &p in &f.params {
             if let Some(&other) = binder.get(&p) {
                 if other != func {
-                    let msg = format!("variable is a parameter of two functions ({other} and {func})");
+                    let msg =
+                        format!("variable is a parameter of two functions ({other} and {func})");
                     self.error(p, msg);
                 }
             }
@@ -200,8 +256,14 @@ impl Verifier<'_> {
         for id in body_order(self.m, f.body) {
             match self.m.kind(id) {
                 ExprKind::Var { name } if !scope.contains(&id) => {
-                    let how = if f.attrs.primitive { " (primitive functions must be closed)" } else { "" };
-                    let msg = format!("variable %{name} is used but not bound by an enclosing function{how}");
+                    let how = if f.attrs.primitive {
+                        " (primitive functions must be closed)"
+                    } else {
+                        ""
+                    };
+                    let msg = format!(
+                        "variable %{name} is used but not bound by an enclosing function{how}"
+                    );
                     self.error(id, msg);
                 }
                 ExprKind::Function(_) if id != func => self.check_function(id, &scope, binder),
@@ -237,7 +299,9 @@ mod tests {
         m.set_main(&[x], t).unwrap();
         let errors = verify_errors(&m);
         assert_eq!(errors.len(), 1, "{errors:?}");
-        assert!(errors[0].message.contains("stored type Tensor[(2), float32] but its operands give (Tensor[(2), float32],)"));
+        assert!(errors[0].message.contains(
+            "stored type Tensor[(2), float32] but its operands give (Tensor[(2), float32],)"
+        ));
         // Fix the type; the unbound variable is now reported.
         let mut m2 = Module::new();
         let x = m2.var("x", Type::tensor([2], DType::F32));
@@ -245,7 +309,10 @@ mod tests {
         let t = m2.tuple(&[x, y]).unwrap();
         m2.set_main(&[x], t).unwrap();
         let err = verify(&m2).unwrap_err().to_string();
-        assert!(err.contains("@main %y") && err.contains("not bound"), "{err}");
+        assert!(
+            err.contains("@main %y") && err.contains("not bound"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -255,7 +322,10 @@ mod tests {
         let fwd = m.push_unchecked(ExprKind::Tuple(vec![ExprId::new(5)]), Type::Tuple(vec![]));
         let errors = verify_errors(&m);
         assert!(errors.iter().any(|e| e.message.contains("no @main")));
-        assert!(errors.iter().any(|e| e.location.contains(&fwd.to_string()) && e.message.contains("not defined before")));
+        assert!(
+            errors.iter().any(|e| e.location.contains(&fwd.to_string())
+                && e.message.contains("not defined before"))
+        );
         // A primitive function that captures an outer variable.
         let mut m = Module::new();
         let x2 = m.var("x", Type::tensor([2], DType::F32));

@@ -76,7 +76,9 @@ pub fn walk(m: &Module, root: ExprId, v: &mut impl ExprVisitor) {
             ExprKind::Constant(_) => v.visit_constant(m, id),
             ExprKind::Call { callee, args } => v.visit_call(m, id, callee, args),
             ExprKind::Tuple(fields) => v.visit_tuple(m, id, fields),
-            ExprKind::TupleGetItem { tuple, index } => v.visit_tuple_get_item(m, id, *tuple, *index),
+            ExprKind::TupleGetItem { tuple, index } => {
+                v.visit_tuple_get_item(m, id, *tuple, *index)
+            }
             ExprKind::Function(f) => v.visit_function(m, id, f),
             ExprKind::GlobalVar(name) => v.visit_global(m, id, name),
         }
@@ -115,11 +117,17 @@ pub fn rebuild(m: &mut Module, id: ExprId, map: &HashMap<ExprId, ExprId>) -> Res
         return Ok(id);
     }
     match kind {
-        ExprKind::Call { callee: Callee::Op(op), args } => {
+        ExprKind::Call {
+            callee: Callee::Op(op),
+            args,
+        } => {
             let args: Vec<ExprId> = args.iter().map(get).collect();
             m.call(op, &args)
         }
-        ExprKind::Call { callee: Callee::Expr(f), args } => {
+        ExprKind::Call {
+            callee: Callee::Expr(f),
+            args,
+        } => {
             let args: Vec<ExprId> = args.iter().map(get).collect();
             m.call_function(get(&f), &args)
         }
@@ -212,7 +220,10 @@ mod tests {
         let f = m.function(&[x, y], out, FnAttrs::default()).unwrap();
         let mut c = Count::default();
         walk(&m, f, &mut c);
-        assert_eq!((c.vars, c.tuples, c.gets, c.functions), (vec!["x".into(), "y".into()], 2, 1, 1));
+        assert_eq!(
+            (c.vars, c.tuples, c.gets, c.functions),
+            (vec!["x".into(), "y".into()], 2, 1, 1)
+        );
         // Function params are bound, so nothing is free.
         assert!(free_vars(&m, f).is_empty());
         assert_eq!(body_order(&m, f), vec![f]);
@@ -235,7 +246,9 @@ mod tests {
         // Rebuilt: the inner tuple (x, z); the get and outer tuple are re-typed but equal.
         assert_eq!(m.len(), before + 3);
         assert_eq!(free_vars(&m, new), vec![x, z]);
-        let ExprKind::Tuple(fields) = m.kind(new) else { panic!() };
+        let ExprKind::Tuple(fields) = m.kind(new) else {
+            panic!()
+        };
         assert_eq!(m.ty(fields[0]), &Type::tensor([2], DType::F32));
         // Nothing to change: the same root comes back and no node is added.
         let n = m.len();

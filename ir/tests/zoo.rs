@@ -12,7 +12,10 @@ fn every_zoo_model_round_trips_through_text() {
         let (m, _) = by_name(name).unwrap();
         verify::verify(&m).unwrap();
         for types in [false, true] {
-            let opts = PrintOptions { types, ..PrintOptions::default() };
+            let opts = PrintOptions {
+                types,
+                ..PrintOptions::default()
+            };
             let text = print_module(&m, &opts);
             let again = parse_module(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
             verify::verify(&again).unwrap();
@@ -24,7 +27,13 @@ fn every_zoo_model_round_trips_through_text() {
 #[test]
 fn resnet18_text_matches_tvm_lines() {
     let (m, _) = by_name("resnet18").unwrap();
-    let text = print_module(&m, &PrintOptions { types: true, ..PrintOptions::default() });
+    let text = print_module(
+        &m,
+        &PrintOptions {
+            types: true,
+            ..PrintOptions::default()
+        },
+    );
     // Lines exactly as TVM prints them (seed 001), modulo the leading indentation.
     for line in [
         "%0 = nn.batch_norm(%data, %bn_data_gamma, %bn_data_beta, %bn_data_moving_mean, %bn_data_moving_var, epsilon=2e-05f, scale=False) /* ty=(Tensor[(1, 3, 224, 224), float32], Tensor[(3), float32], Tensor[(3), float32]) */;",
@@ -35,7 +44,10 @@ fn resnet18_text_matches_tvm_lines() {
         "%89 = nn.bias_add(%88, %fc1_bias, axis=-1) /* ty=Tensor[(1, 1000), float32] */;",
         "nn.softmax(%89) /* ty=Tensor[(1, 1000), float32] */",
     ] {
-        assert!(text.lines().any(|l| l.trim() == line), "missing line:\n{line}");
+        assert!(
+            text.lines().any(|l| l.trim() == line),
+            "missing line:\n{line}"
+        );
     }
 }
 
@@ -52,7 +64,10 @@ fn softmax_check(name: &str, out: &NDArray, batch: usize) {
 #[test]
 fn resnet18_evaluates_to_a_softmax() {
     let (m, mut inputs) = by_name("resnet18").unwrap();
-    inputs.insert("data".into(), NDArray::random([1, 3, 224, 224], DType::F32, 0));
+    inputs.insert(
+        "data".into(),
+        NDArray::random([1, 3, 224, 224], DType::F32, 0),
+    );
     let out = evaluate(&m, &inputs).unwrap().flatten().remove(0);
     softmax_check("resnet18", &out, 1);
 }
@@ -64,7 +79,10 @@ fn small_resnets_of_every_block_kind_evaluate() {
     for (layers, batch, image) in [(20, 2, [3, 28, 28]), (50, 1, [3, 64, 64])] {
         let (m, mut inputs) = resnet(layers, batch, image, DType::F32, 1).unwrap();
         let [c, h, w] = image;
-        inputs.insert("data".into(), NDArray::random([batch, c, h, w], DType::F32, 5));
+        inputs.insert(
+            "data".into(),
+            NDArray::random([batch, c, h, w], DType::F32, 5),
+        );
         let out = evaluate(&m, &inputs).unwrap().flatten().remove(0);
         softmax_check(&format!("resnet{layers}"), &out, batch);
     }
@@ -90,7 +108,14 @@ fn resnet18_params_are_tvms_in_order_with_shapes() {
         .params
         .iter()
         .map(|&p| {
-            let dims: Vec<String> = m.ty(p).as_tensor().unwrap().shape.iter().map(|d| d.to_string()).collect();
+            let dims: Vec<String> = m
+                .ty(p)
+                .as_tensor()
+                .unwrap()
+                .shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect();
             format!("{} ({})", m.var_name(p).unwrap(), dims.join(", "))
         })
         .collect();

@@ -38,7 +38,11 @@ impl CustomOp {
     fn key(&self) -> (String, String) {
         let mut w = AttrWriter::new();
         self.0.write_attrs(&mut w);
-        let attrs: Vec<String> = w.into_pairs().iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let attrs: Vec<String> = w
+            .into_pairs()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         (self.0.name().to_string(), attrs.join(","))
     }
 }
@@ -117,7 +121,9 @@ impl OpRegistry {
         ctor: impl Fn(&mut AttrReader) -> Result<CustomOp> + Send + Sync + 'static,
     ) -> Result<()> {
         if Op::builtin_names().contains(&name) || self.custom.contains_key(name) {
-            return Err(Error::InvalidArgument(format!("op `{name}` is already defined")));
+            return Err(Error::InvalidArgument(format!(
+                "op `{name}` is already defined"
+            )));
         }
         self.custom.insert(name.to_string(), Arc::new(ctor));
         Ok(())

@@ -41,7 +41,9 @@ pub trait OpSpec {
     fn infer_type(&self, args: &[Type]) -> Result<Type>;
 
     /// Reference evaluation on argument values whose types passed `infer_type`, which
-    /// returned `out`. Written for clarity; it is the oracle.
+    /// returned `out` ([`Op::eval`] checks that before calling this, so an
+    /// implementation may index by the shapes the type rule guaranteed). Written for
+    /// clarity; it is the oracle.
     fn eval(&self, args: &[Value], out: &Type) -> Result<Value>;
 
     /// Writes the attributes that differ from their defaults, in the order Relay prints
@@ -144,8 +146,18 @@ impl Op {
         self.spec().infer_type(args)
     }
 
-    /// See [`OpSpec::eval`].
+    /// Evaluates the op with its reference implementation ([`OpSpec::eval`]), after
+    /// re-running the type rule on the argument values and checking it gives `out`: a
+    /// caller that skipped type inference gets an error, never an out-of-bounds panic.
     pub fn eval(&self, args: &[Value], out: &Type) -> Result<Value> {
+        let types: Vec<Type> = args.iter().map(Value::ty).collect();
+        let want = self.infer_type(&types)?;
+        if &want != out {
+            return Err(crate::error::Error::Eval(format!(
+                "`{}`: the arguments give result type {want} but {out} was expected",
+                self.name()
+            )));
+        }
         self.spec().eval(args, out)
     }
 
@@ -158,7 +170,10 @@ impl Op {
 
     /// Builds a built-in op from its name and attributes; `None` if no built-in op has
     /// that name. Unknown or ill-typed attributes are errors naming the attribute.
-    pub fn builtin(name: &str, attrs: Vec<(String, crate::attrs::AttrValue)>) -> Option<Result<Op>> {
+    pub fn builtin(
+        name: &str,
+        attrs: Vec<(String, crate::attrs::AttrValue)>,
+    ) -> Option<Result<Op>> {
         let mut reader = AttrReader::new(name, attrs);
         for family in FAMILIES {
             if let Some(op) = family(name, &mut reader) {

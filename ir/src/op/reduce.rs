@@ -10,8 +10,7 @@ use crate::tensor::{Data, NDArray, row_major_strides};
 use crate::ty::{TensorType, Type};
 use crate::value::Value;
 
-use super::elemwise::checked_tensors;
-use super::util::{expect_arity, expect_float, tensor_arg};
+use super::util::{self, expect_arity, expect_float, tensor_arg};
 use super::{Op, OpSpec};
 
 /// Names of the ops in this family.
@@ -159,7 +158,7 @@ impl OpSpec for Reduce {
     }
 
     fn eval(&self, args: &[Value], out: &Type) -> Result<Value> {
-        let x = checked_tensors(self, args, out)?[0];
+        let x = util::tensors(self.name(), args)?[0];
         let out_ty = out.as_tensor().ok_or_else(|| {
             Error::Eval(format!(
                 "{}: expected a tensor result type, got {out}",
@@ -553,7 +552,7 @@ mod tests {
     #[test]
     fn eval_rejects_a_mismatched_result_type() {
         let x = NDArray::zeros([2, 3], DType::F32);
-        let op = reduce(ReduceKind::Sum, Some(&[0]), false, false);
+        let op = Op::from(reduce(ReduceKind::Sum, Some(&[0]), false, false));
         let e = op
             .eval(&[Value::from(x)], &Type::tensor([2], DType::F32))
             .unwrap_err();

@@ -9,7 +9,10 @@ use crate::value::Value;
 /// Checks the argument count.
 pub fn expect_arity(op: &str, args: &[Type], n: usize) -> Result<()> {
     if args.len() != n {
-        return Err(Error::ty(op, format!("expects {n} argument(s), got {}", args.len())));
+        return Err(Error::ty(
+            op,
+            format!("expects {n} argument(s), got {}", args.len()),
+        ));
     }
     Ok(())
 }
@@ -18,7 +21,10 @@ pub fn expect_arity(op: &str, args: &[Type], n: usize) -> Result<()> {
 pub fn tensor_arg<'a>(op: &str, args: &'a [Type], i: usize, what: &str) -> Result<&'a TensorType> {
     match args.get(i) {
         Some(Type::Tensor(t)) => Ok(t),
-        Some(other) => Err(Error::ty(op, format!("argument {i} ({what}) must be a tensor, got {other}"))),
+        Some(other) => Err(Error::ty(
+            op,
+            format!("argument {i} ({what}) must be a tensor, got {other}"),
+        )),
         None => Err(Error::ty(op, format!("missing argument {i} ({what})"))),
     }
 }
@@ -28,7 +34,10 @@ pub fn expect_rank(op: &str, t: &TensorType, what: &str, rank: usize) -> Result<
     if t.rank() != rank {
         return Err(Error::ty(
             op,
-            format!("{what} must have rank {rank}, got shape {}", fmt_shape(&t.shape)),
+            format!(
+                "{what} must have rank {rank}, got shape {}",
+                fmt_shape(&t.shape)
+            ),
         ));
     }
     Ok(())
@@ -37,15 +46,27 @@ pub fn expect_rank(op: &str, t: &TensorType, what: &str, rank: usize) -> Result<
 /// Requires a float dtype.
 pub fn expect_float(op: &str, t: &TensorType, what: &str) -> Result<()> {
     if !t.dtype.is_float() {
-        return Err(Error::ty(op, format!("{what} must be a float tensor, got {t}")));
+        return Err(Error::ty(
+            op,
+            format!("{what} must be a float tensor, got {t}"),
+        ));
     }
     Ok(())
 }
 
 /// Requires two arguments to share a dtype.
-pub fn expect_same_dtype(op: &str, a: &TensorType, an: &str, b: &TensorType, bn: &str) -> Result<()> {
+pub fn expect_same_dtype(
+    op: &str,
+    a: &TensorType,
+    an: &str,
+    b: &TensorType,
+    bn: &str,
+) -> Result<()> {
     if a.dtype != b.dtype {
-        return Err(Error::ty(op, format!("{an} is {a} but {bn} is {b}; dtypes must match")));
+        return Err(Error::ty(
+            op,
+            format!("{an} is {a} but {bn} is {b}; dtypes must match"),
+        ));
     }
     Ok(())
 }
@@ -54,7 +75,10 @@ pub fn expect_same_dtype(op: &str, a: &TensorType, an: &str, b: &TensorType, bn:
 pub fn normalize_axis(op: &str, axis: i64, rank: usize) -> Result<usize> {
     let r = rank as i64;
     if axis < -r || axis >= r {
-        return Err(Error::ty(op, format!("axis {axis} is out of range for rank {rank}")));
+        return Err(Error::ty(
+            op,
+            format!("axis {axis} is out of range for rank {rank}"),
+        ));
     }
     Ok(if axis < 0 { axis + r } else { axis } as usize)
 }
@@ -64,8 +88,16 @@ pub fn broadcast_shapes(op: &str, a: &[usize], b: &[usize]) -> Result<Vec<usize>
     let rank = a.len().max(b.len());
     let mut out = vec![0; rank];
     for i in 0..rank {
-        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
-        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
+        let da = if i + a.len() >= rank {
+            a[i + a.len() - rank]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= rank {
+            b[i + b.len() - rank]
+        } else {
+            1
+        };
         out[i] = match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -73,7 +105,11 @@ pub fn broadcast_shapes(op: &str, a: &[usize], b: &[usize]) -> Result<Vec<usize>
             _ => {
                 return Err(Error::ty(
                     op,
-                    format!("shapes {} and {} do not broadcast", fmt_shape(a), fmt_shape(b)),
+                    format!(
+                        "shapes {} and {} do not broadcast",
+                        fmt_shape(a),
+                        fmt_shape(b)
+                    ),
                 ));
             }
         };

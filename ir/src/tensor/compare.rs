@@ -131,7 +131,17 @@ mod tests {
         let m = NDArray::from_vec([2], vec![f32::NAN, f32::NEG_INFINITY]).unwrap();
         assert!(n.allclose(&m, 1.0, 1.0).is_err());
         let z = NDArray::zeros([3], DType::F32);
-        assert!(z.allclose(&NDArray::zeros([1, 3], DType::F32), 1.0, 1.0).unwrap_err().message.contains("shape"));
-        assert!(z.allclose(&NDArray::zeros([3], DType::I32), 1.0, 1.0).unwrap_err().message.contains("dtype"));
+        assert!(
+            z.allclose(&NDArray::zeros([1, 3], DType::F32), 1.0, 1.0)
+                .unwrap_err()
+                .message
+                .contains("shape")
+        );
+        assert!(
+            z.allclose(&NDArray::zeros([3], DType::I32), 1.0, 1.0)
+                .unwrap_err()
+                .message
+                .contains("dtype")
+        );
     }
 }

@@ -343,7 +343,11 @@ impl NDArray {
     }
 
     /// A tensor from little-endian bytes; the byte count must match shape and dtype.
-    pub fn from_le_bytes(shape: impl Into<Vec<usize>>, dtype: DType, bytes: &[u8]) -> Result<NDArray> {
+    pub fn from_le_bytes(
+        shape: impl Into<Vec<usize>>,
+        dtype: DType,
+        bytes: &[u8],
+    ) -> Result<NDArray> {
         let shape = shape.into();
         let n: usize = shape.iter().product();
         let want = n * dtype.size_bytes();
@@ -355,7 +359,8 @@ impl NDArray {
             )));
         }
         fn chunks<const N: usize>(b: &[u8]) -> impl Iterator<Item = [u8; N]> + '_ {
-            b.chunks_exact(N).map(|c| c.try_into().expect("exact chunk"))
+            b.chunks_exact(N)
+                .map(|c| c.try_into().expect("exact chunk"))
         }
         let data = match dtype {
             DType::F32 => Data::F32(chunks(bytes).map(f32::from_le_bytes).collect()),
@@ -373,7 +378,12 @@ impl NDArray {
     pub fn preview(&self, n: usize) -> String {
         let vals: Vec<String> = match &self.data {
             Data::Bool(v) => v.iter().take(n).map(|b| b.to_string()).collect(),
-            d if d.dtype().is_float() => d.to_f64().iter().take(n).map(|x| format!("{x:.6}")).collect(),
+            d if d.dtype().is_float() => d
+                .to_f64()
+                .iter()
+                .take(n)
+                .map(|x| format!("{x:.6}"))
+                .collect(),
             d => d.to_i64().iter().take(n).map(|x| x.to_string()).collect(),
         };
         let more = if self.numel() > n { ", ..." } else { "" };
@@ -403,7 +413,10 @@ mod tests {
         assert!(a.to_vec::<i32>().is_err());
         assert_eq!(a.strides(), vec![3, 1]);
         let err = NDArray::from_vec([2, 2], vec![1i64; 3]).unwrap_err();
-        assert!(err.to_string().contains("(2, 2) holds 4 elements but 3"), "{err}");
+        assert!(
+            err.to_string().contains("(2, 2) holds 4 elements but 3"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -419,11 +432,20 @@ mod tests {
     #[test]
     fn cast_semantics() {
         let a = NDArray::from_vec([4], vec![-1.7f32, 2.5, 300.0, f32::NAN]).unwrap();
-        assert_eq!(a.cast(DType::I32).to_vec::<i32>().unwrap(), vec![-1, 2, 300, 0]);
-        assert_eq!(a.cast(DType::I8).to_vec::<i8>().unwrap(), vec![-1, 2, 127, 0]);
+        assert_eq!(
+            a.cast(DType::I32).to_vec::<i32>().unwrap(),
+            vec![-1, 2, 300, 0]
+        );
+        assert_eq!(
+            a.cast(DType::I8).to_vec::<i8>().unwrap(),
+            vec![-1, 2, 127, 0]
+        );
         let b = NDArray::from_vec([2], vec![257i64, -1]).unwrap();
         assert_eq!(b.cast(DType::U8).to_vec::<u8>().unwrap(), vec![1, 255]);
-        assert_eq!(b.cast(DType::Bool).to_vec::<bool>().unwrap(), vec![true, true]);
+        assert_eq!(
+            b.cast(DType::Bool).to_vec::<bool>().unwrap(),
+            vec![true, true]
+        );
     }
 
     #[test]

@@ -98,7 +98,9 @@ impl NDArray {
             ))
         })?;
         if field("fortran_order")?.starts_with("True") {
-            return Err(bad("Fortran-ordered arrays are not supported; save with C order".into()));
+            return Err(bad(
+                "Fortran-ordered arrays are not supported; save with C order".into(),
+            ));
         }
         let shape_rest = field("shape")?;
         let close = shape_rest
@@ -109,7 +111,10 @@ impl NDArray {
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .map(|s| s.parse::<usize>().map_err(|_| bad(format!("bad dimension '{s}' in shape"))))
+            .map(|s| {
+                s.parse::<usize>()
+                    .map_err(|_| bad(format!("bad dimension '{s}' in shape")))
+            })
             .collect::<Result<Vec<usize>>>()?;
         let data = &bytes[start + header_len..];
         let n: usize = shape.iter().product();
@@ -154,7 +159,10 @@ mod tests {
                 let a = NDArray::random(shape, d, 5);
                 let bytes = a.to_npy_bytes();
                 assert_eq!((bytes.len() - a.to_le_bytes().len()) % 64, 0);
-                assert_eq!(NDArray::from_npy_bytes(&bytes, Path::new("x.npy")).unwrap(), a);
+                assert_eq!(
+                    NDArray::from_npy_bytes(&bytes, Path::new("x.npy")).unwrap(),
+                    a
+                );
             }
         }
     }
@@ -178,18 +186,24 @@ mod tests {
     #[test]
     fn bad_files_are_clear_errors() {
         let p = Path::new("bad.npy");
-        let e = NDArray::from_npy_bytes(b"hello world", p).unwrap_err().to_string();
+        let e = NDArray::from_npy_bytes(b"hello world", p)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("bad.npy") && e.contains("magic"), "{e}");
         let mut f64_file = NDArray::zeros([2], DType::F32).to_npy_bytes();
         let at = f64_file.windows(3).position(|w| w == b"<f4").unwrap();
         f64_file[at + 2] = b'8';
-        let e = NDArray::from_npy_bytes(&f64_file, p).unwrap_err().to_string();
+        let e = NDArray::from_npy_bytes(&f64_file, p)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("'<f8' is not supported"), "{e}");
         let mut short = NDArray::zeros([4], DType::F32).to_npy_bytes();
         short.truncate(short.len() - 3);
         let e = NDArray::from_npy_bytes(&short, p).unwrap_err().to_string();
         assert!(e.contains("needs 16 data bytes"), "{e}");
-        let e = NDArray::read_npy("/nonexistent/x.npy").unwrap_err().to_string();
+        let e = NDArray::read_npy("/nonexistent/x.npy")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("/nonexistent/x.npy"), "{e}");
     }
 }

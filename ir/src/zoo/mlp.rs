@@ -26,12 +26,20 @@ pub fn mlp(
     let mut x = m.call(BatchFlatten, &[data])?;
     let mut k = image_shape.iter().product::<usize>();
     for (i, units) in [128, 64, num_classes].into_iter().enumerate() {
-        let w = m.var(format!("fc{}_weight", i + 1), Type::tensor([units, k], dtype));
+        let w = m.var(
+            format!("fc{}_weight", i + 1),
+            Type::tensor([units, k], dtype),
+        );
         let b = m.var(format!("fc{}_bias", i + 1), Type::tensor([units], dtype));
         x = m.call(Dense { units: Some(units) }, &[x, w])?;
         x = m.call(BiasAdd { axis: -1 }, &[x, b])?;
         if i < 2 {
-            x = m.call(Unary { kind: UnaryKind::Relu }, &[x])?;
+            x = m.call(
+                Unary {
+                    kind: UnaryKind::Relu,
+                },
+                &[x],
+            )?;
         }
         k = units;
     }
@@ -50,7 +58,17 @@ mod tests {
         let (m, params) = mlp(4, 10, [1, 28, 28], DType::F32, 0).unwrap();
         crate::verify::verify(&m).unwrap();
         let names: Vec<&str> = params.keys().map(String::as_str).collect();
-        assert_eq!(names, ["fc1_bias", "fc1_weight", "fc2_bias", "fc2_weight", "fc3_bias", "fc3_weight"]);
+        assert_eq!(
+            names,
+            [
+                "fc1_bias",
+                "fc1_weight",
+                "fc2_bias",
+                "fc2_weight",
+                "fc3_bias",
+                "fc3_weight"
+            ]
+        );
         assert_eq!(params["fc1_weight"].shape(), &[128, 784]);
         let f = m.main().unwrap();
         assert_eq!(m.ty(f.body), &Type::tensor([4, 10], DType::F32));

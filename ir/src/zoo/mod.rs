@@ -58,10 +58,13 @@ pub fn init_params(m: &Module, seed: u64) -> Result<Params> {
             xavier(&ty.shape, ty.dtype, &mut rng)
         } else if name.ends_with("gamma") || name.ends_with("moving_var") {
             NDArray::full(ty.shape.clone(), ty.dtype, 1.0)
-        } else if name.ends_with("beta") || name.ends_with("moving_mean") || name.ends_with("bias") {
+        } else if name.ends_with("beta") || name.ends_with("moving_mean") || name.ends_with("bias")
+        {
             NDArray::zeros(ty.shape.clone(), ty.dtype)
         } else {
-            return Err(Error::InvalidModel(format!("no initialiser for parameter %{name}")));
+            return Err(Error::InvalidModel(format!(
+                "no initialiser for parameter %{name}"
+            )));
         };
         params.insert(name, value);
     }
@@ -99,12 +102,18 @@ mod tests {
         let v = w.to_f64_vec();
         assert!(v.iter().all(|x| x.abs() <= bound));
         assert!(v.iter().any(|x| x.abs() > bound * 0.9));
-        assert_eq!(w, xavier(&[64, 3, 7, 7], DType::F32, &mut SplitMix64::new(1)));
+        assert_eq!(
+            w,
+            xavier(&[64, 3, 7, 7], DType::F32, &mut SplitMix64::new(1))
+        );
     }
 
     #[test]
     fn unknown_name_lists_known_ones() {
         let e = by_name("resnet19").unwrap_err().to_string();
-        assert!(e.contains("unknown zoo model `resnet19`") && e.contains("resnet18"), "{e}");
+        assert!(
+            e.contains("unknown zoo model `resnet19`") && e.contains("resnet18"),
+            "{e}"
+        );
     }
 }

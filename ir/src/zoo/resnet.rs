@@ -3,14 +3,14 @@
 //! on the input, `stage{N}_unit{M}_*` names, 1x1 `sc` shortcut convolutions on the
 //! first unit of each stage, and basic blocks below 50 layers, bottlenecks from 50 up.
 
+use crate::attrs::F64;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::expr::{ExprId, Module};
 use crate::op::{
-    BatchFlatten, BatchNorm, BiasAdd, Binary, BinaryKind, Conv2d, Dense, GlobalPool2d, Pool2d, PoolKind, Softmax,
-    Unary, UnaryKind,
+    BatchFlatten, BatchNorm, BiasAdd, Binary, BinaryKind, Conv2d, Dense, GlobalPool2d, Pool2d,
+    PoolKind, Softmax, Unary, UnaryKind,
 };
-use crate::attrs::F64;
 use crate::ty::Type;
 
 use super::{Params, finish, init_params};
@@ -57,9 +57,14 @@ pub fn resnet(
         }
     };
     if batch == 0 || image_shape.contains(&0) {
-        return Err(Error::InvalidArgument("batch and image dimensions must be positive".into()));
+        return Err(Error::InvalidArgument(
+            "batch and image dimensions must be positive".into(),
+        ));
     }
-    let mut b = Builder { m: Module::new(), dtype };
+    let mut b = Builder {
+        m: Module::new(),
+        dtype,
+    };
     let data_shape = [batch, image_shape[0], image_shape[1], image_shape[2]];
     let data = b.m.var("data", Type::tensor(data_shape, dtype));
     let mut body = b.batch_norm(data, "bn_data", false)?;
@@ -76,7 +81,14 @@ pub fn resnet(
     }
     for (i, &n) in units.iter().enumerate() {
         let stride = if i == 0 { 1 } else { 2 };
-        body = b.residual_unit(body, filters[i + 1], stride, false, &format!("stage{}_unit1", i + 1), bottleneck)?;
+        body = b.residual_unit(
+            body,
+            filters[i + 1],
+            stride,
+            false,
+            &format!("stage{}_unit1", i + 1),
+            bottleneck,
+        )?;
         for j in 0..n - 1 {
             let name = format!("stage{}_unit{}", i + 1, j + 2);
             body = b.residual_unit(body, filters[i + 1], 1, true, &name, bottleneck)?;
@@ -84,7 +96,12 @@ pub fn resnet(
     }
     body = b.batch_norm(body, "bn1", true)?;
     body = b.relu(body)?;
-    body = b.m.call(GlobalPool2d { kind: PoolKind::Avg }, &[body])?;
+    body = b.m.call(
+        GlobalPool2d {
+            kind: PoolKind::Avg,
+        },
+        &[body],
+    )?;
     body = b.m.call(BatchFlatten, &[body])?;
     body = b.dense_add_bias(body, 1000, "fc1")?;
     body = b.m.call(Softmax::default(), &[body])?;
@@ -109,7 +126,12 @@ impl Builder {
     }
 
     fn relu(&mut self, x: ExprId) -> Result<ExprId> {
-        self.m.call(Unary { kind: UnaryKind::Relu }, &[x])
+        self.m.call(
+            Unary {
+                kind: UnaryKind::Relu,
+            },
+            &[x],
+        )
     }
 
     /// `layers.batch_norm_infer(..., epsilon=2e-5)`, field 0.
@@ -129,7 +151,15 @@ impl Builder {
     }
 
     /// `layers.conv2d(data, channels, kernel_size=(k, k), strides=(s, s), padding=(p, p))`.
-    fn conv(&mut self, x: ExprId, name: &str, channels: usize, k: usize, s: usize, p: usize) -> Result<ExprId> {
+    fn conv(
+        &mut self,
+        x: ExprId,
+        name: &str,
+        channels: usize,
+        k: usize,
+        s: usize,
+        p: usize,
+    ) -> Result<ExprId> {
         let c = self.channels(x);
         let w = self.param(&format!("{name}_weight"), &[channels, c, k, k]);
         let conv = Conv2d {
@@ -143,7 +173,12 @@ impl Builder {
     }
 
     fn add(&mut self, a: ExprId, b: ExprId) -> Result<ExprId> {
-        self.m.call(Binary { kind: BinaryKind::Add }, &[a, b])
+        self.m.call(
+            Binary {
+                kind: BinaryKind::Add,
+            },
+            &[a, b],
+        )
     }
 
     /// `residual_unit` of relay.testing.resnet.
@@ -237,7 +272,10 @@ mod tests {
                 "stage1_unit1_bn1_beta"
             ]
         );
-        let i = names.iter().position(|n| n == "stage1_unit1_conv2_weight").unwrap();
+        let i = names
+            .iter()
+            .position(|n| n == "stage1_unit1_conv2_weight")
+            .unwrap();
         assert_eq!(names[i + 1], "stage1_unit1_sc_weight");
         assert_eq!(names.last().unwrap(), "fc1_bias");
         assert_eq!(names.len(), 100);
