@@ -1,5 +1,6 @@
-//! The lexer of the graph-IR text form: turns text into [`Token`]s, each with the 1-based
-//! line and column where it starts. Skips whitespace, `// line` comments and
+//! The lexer of the graph-IR text form: turns text into [`Token`]s on demand (so a large
+//! `#[metadata]` section streams through without being stored as tokens), each with
+//! the 1-based line and column where it starts. Skips whitespace, `// line` comments and
 //! `/* block */` comments (so the `/* ty=... */` annotations the printer writes are
 //! ignored). Never panics: a character it does not know, an unterminated string or an
 //! unterminated comment is an [`Error::Parse`] at its position.
@@ -99,6 +100,8 @@ impl fmt::Display for Tok {
 pub(crate) struct Token {
     pub tok: Tok,
     pub pos: Pos,
+    /// Byte offset of the token's start in the text.
+    pub offset: usize,
 }
 
 /// True for names the printer writes without quotes: `[A-Za-z_][A-Za-z0-9_]*`.
@@ -112,20 +115,43 @@ fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
-struct Lexer {
-    chars: Vec<char>,
+/// Produces the tokens of a text one at a time.
+#[derive(Clone, Debug)]
+pub(crate) struct Lexer<'t> {
+    text: &'t str,
+    /// Byte offset of the next character.
     at: usize,
     line: usize,
     col: usize,
+    /// The last token was a `.`, so a number is read as a bare integer.
+    after_dot: bool,
 }
 
-impl Lexer {
+impl<'t> Lexer<'t> {
+    /// A lexer at the start of `text`.
+    pub fn new(text: &'t str) -> Lexer<'t> {
+        Lexer {
+            text,
+            at: 0,
+            line: 1,
+            col: 1,
+            after_dot: false,
+        }
+    }
+
+    /// The next token; [`Tok::Eof`] at the end (and again after it).
+    pub fn next_token(&mut self) -> Result<Token> {
+        let t = self.lex(self.after_dot)?;
+        self.after_dot = t.tok == Tok::Dot;
+        Ok(t)
+    }
+
     fn peek(&self) -> Option<char> {
-        self.chars.get(self.at).copied()
+        self.text.get(self.at..).and_then(|s| s.chars().next())
     }
 
     fn peek_at(&self, n: usize) -> Option<char> {
-        self.chars.get(self.at + n).copied()
+        self.text.get(self.at..).and_then(|s| s.chars().nth(n))
     }
 
     fn pos(&self) -> Pos {
@@ -137,7 +163,7 @@ impl Lexer {
 
     fn bump(&mut self) -> Option<char> {
         let c = self.peek()?;
-        self.at += 1;
+        self.at += c.len_utf8();
         if c == '\n' {
             self.line += 1;
             self.col = 1;
@@ -297,11 +323,16 @@ impl Lexer {
         s
     }
 
-    fn next_token(&mut self, after_dot: bool) -> Result<Token> {
+    fn lex(&mut self, after_dot: bool) -> Result<Token> {
         self.skip_trivia()?;
         let pos = self.pos();
+        let offset = self.at;
         let Some(c) = self.peek() else {
-            return Ok(Token { tok: Tok::Eof, pos });
+            return Ok(Token {
+                tok: Tok::Eof,
+                pos,
+                offset,
+            });
         };
         let single = |t: Tok| Some(t);
         let punct = match c {
@@ -321,7 +352,7 @@ impl Lexer {
         };
         if let Some(tok) = punct {
             self.bump();
-            return Ok(Token { tok, pos });
+            return Ok(Token { tok, pos, offset });
         }
         let tok = match c {
             '%' => {
@@ -363,33 +394,27 @@ impl Lexer {
                 return Err(pos.error(format!("unexpected character `{}`", other.escape_debug())));
             }
         };
-        Ok(Token { tok, pos })
-    }
-}
-
-/// Splits `text` into tokens; the last one is [`Tok::Eof`].
-pub(crate) fn tokenize(text: &str) -> Result<Vec<Token>> {
-    let mut lexer = Lexer {
-        chars: text.chars().collect(),
-        at: 0,
-        line: 1,
-        col: 1,
-    };
-    let mut out: Vec<Token> = Vec::new();
-    loop {
-        let after_dot = matches!(out.last(), Some(Token { tok: Tok::Dot, .. }));
-        let token = lexer.next_token(after_dot)?;
-        let end = token.tok == Tok::Eof;
-        out.push(token);
-        if end {
-            return Ok(out);
-        }
+        Ok(Token { tok, pos, offset })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every token of `text`; the last one is [`Tok::Eof`].
+    fn tokenize(text: &str) -> Result<Vec<Token>> {
+        let mut lexer = Lexer::new(text);
+        let mut out = Vec::new();
+        loop {
+            let token = lexer.next_token()?;
+            let end = token.tok == Tok::Eof;
+            out.push(token);
+            if end {
+                return Ok(out);
+            }
+        }
+    }
 
     fn toks(s: &str) -> Vec<Tok> {
         tokenize(s).unwrap().into_iter().map(|t| t.tok).collect()

@@ -28,7 +28,7 @@
 //! [`Error::Parse`] with a 1-based line and column; nesting deeper than
 //! [`MAX_NESTING`] is an error rather than a stack overflow.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use half::f16;
 
@@ -38,7 +38,7 @@ use crate::error::{Error, Result};
 use crate::expr::{ExprId, FnAttrs, Module};
 use crate::op::OpRegistry;
 use crate::tensor::{Data, NDArray};
-use crate::text::lexer::{Pos, Tok, Token, tokenize};
+use crate::text::lexer::{Lexer, Pos, Tok, Token};
 use crate::ty::{FuncType, Type, fmt_shape};
 
 /// How deeply expressions, types and attribute lists may nest.
@@ -55,25 +55,61 @@ pub fn parse_module(text: &str) -> Result<Module> {
 
 /// Parses the text form with the built-in ops and the custom ops of `registry`.
 pub fn parse_module_with(text: &str, registry: &OpRegistry) -> Result<Module> {
-    let toks = tokenize(text)?;
-    let end = toks.len() - 1;
-    let eof = toks[end].clone();
+    let (metadata, declared) = scan(text);
     let mut p = Parser {
-        toks,
-        at: 0,
-        end,
-        eof,
+        lexer: Lexer::new(text),
+        buf: VecDeque::new(),
+        stop: usize::MAX,
+        ended: None,
+        lex_error: None,
         registry,
         m: Module::new(),
         scope: HashMap::new(),
         meta_values: HashMap::new(),
         meta_nodes: HashMap::new(),
-        has_metadata: false,
-        declared: HashSet::new(),
+        has_metadata: metadata.is_some(),
+        declared,
         depth: 0,
     };
-    p.module()?;
+    if let Some((hash_offset, lexer)) = metadata {
+        p.restart(lexer, usize::MAX);
+        let result = p.metadata();
+        p.finish(result)?;
+        p.restart(Lexer::new(text), hash_offset);
+    }
+    let result = p.module();
+    p.finish(result)?;
     Ok(p.m)
+}
+
+/// A first pass over the tokens: where `#[metadata]` starts (the byte offset of its
+/// `#` and a lexer just after it) and the names of all defs. Stops at a lexing error,
+/// which the real pass reports.
+fn scan(text: &str) -> (Option<(usize, Lexer<'_>)>, HashSet<String>) {
+    let mut lexer = Lexer::new(text);
+    let mut declared = HashSet::new();
+    let mut last: VecDeque<Token> = VecDeque::with_capacity(4);
+    while let Ok(t) = lexer.next_token() {
+        if t.tok == Tok::Eof {
+            break;
+        }
+        if let (Some(Tok::Ident(d)), Tok::Global(name)) = (last.back().map(|t| &t.tok), &t.tok) {
+            if d == "def" {
+                declared.insert(name.clone());
+            }
+        }
+        if last.len() == 4 {
+            last.pop_front();
+        }
+        last.push_back(t);
+        let toks: Vec<&Tok> = last.iter().map(|t| &t.tok).collect();
+        if let [Tok::Hash, Tok::LBracket, Tok::Ident(w), Tok::RBracket] = toks.as_slice() {
+            if w == "metadata" {
+                return (Some((last[0].offset, lexer)), declared);
+            }
+        }
+    }
+    (None, declared)
 }
 
 /// A name in a def's scope: `%12` (a binding number) or `%x` / `%"x"`.
@@ -140,14 +176,80 @@ fn int_fits(dtype: DType, v: i64) -> bool {
     }
 }
 
-struct Parser<'r> {
-    toks: Vec<Token>,
-    at: usize,
-    /// Index of the token that ends the part being parsed (`Eof`, or the `#` of
-    /// `#[metadata]` while parsing the defs).
-    end: usize,
-    /// What [`Parser::peek`] returns at `end`.
-    eof: Token,
+/// The element values of a metadata constant as they are read (written without
+/// suffixes: `0.5`, `-inf`, `3`, `True`).
+enum Values {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+    Int(DType, Vec<i64>),
+    Bool(Vec<bool>),
+}
+
+impl Values {
+    fn new(dtype: DType, capacity: usize) -> Values {
+        match dtype {
+            DType::F32 => Values::F32(Vec::with_capacity(capacity)),
+            DType::F16 => Values::F16(Vec::with_capacity(capacity)),
+            DType::Bool => Values::Bool(Vec::with_capacity(capacity)),
+            d => Values::Int(d, Vec::with_capacity(capacity)),
+        }
+    }
+
+    fn push(&mut self, pos: Pos, s: &str) -> Result<()> {
+        let float = || {
+            let lit = split_literal(s);
+            lit.num
+                .parse::<f32>()
+                .ok()
+                .filter(|_| lit.suffix.is_empty())
+        };
+        let ok = match self {
+            Values::F32(v) => float().map(|x| v.push(x)),
+            Values::F16(v) => float().map(|x| v.push(f16::from_f32(x))),
+            Values::Bool(v) => match s {
+                "True" => Some(v.push(true)),
+                "False" => Some(v.push(false)),
+                _ => None,
+            },
+            Values::Int(dtype, v) => match s.parse::<i64>() {
+                Ok(i) if int_fits(*dtype, i) => Some(v.push(i)),
+                Ok(_) => return Err(pos.error(format!("value {s} does not fit {dtype}"))),
+                Err(_) => None,
+            },
+        };
+        ok.ok_or_else(|| pos.error(format!("expected a {} value, found `{s}`", self.dtype())))
+    }
+
+    fn dtype(&self) -> DType {
+        match self {
+            Values::F32(_) => DType::F32,
+            Values::F16(_) => DType::F16,
+            Values::Int(d, _) => *d,
+            Values::Bool(_) => DType::Bool,
+        }
+    }
+
+    fn into_data(self) -> Data {
+        match self {
+            Values::F32(v) => Data::F32(v),
+            Values::F16(v) => Data::F16(v),
+            Values::Int(d, v) => Data::from_i64(d, v),
+            Values::Bool(v) => Data::Bool(v),
+        }
+    }
+}
+
+struct Parser<'t, 'r> {
+    lexer: Lexer<'t>,
+    /// Tokens looked at but not consumed yet.
+    buf: VecDeque<Token>,
+    /// Byte offset where the part being parsed ends (the `#` of `#[metadata]` while
+    /// parsing the defs).
+    stop: usize,
+    /// The end-of-input token, once reached.
+    ended: Option<Token>,
+    /// A lexing error, reported once parsing reaches it (it reads as the end).
+    lex_error: Option<Error>,
     registry: &'r OpRegistry,
     m: Module,
     scope: HashMap<Key, ExprId>,
@@ -167,27 +269,90 @@ fn at(pos: Pos) -> impl Fn(Error) -> Error {
     }
 }
 
-impl Parser<'_> {
-    fn peek_n(&self, n: usize) -> &Token {
-        match self.at.checked_add(n) {
-            Some(i) if i < self.end => &self.toks[i],
-            _ => &self.eof,
+impl<'t> Parser<'t, '_> {
+    /// Continues with tokens from `lexer`, up to byte offset `stop`.
+    fn restart(&mut self, lexer: Lexer<'t>, stop: usize) {
+        self.lexer = lexer;
+        self.stop = stop;
+        self.buf.clear();
+        self.ended = None;
+    }
+
+    /// The result of a parse, or the lexing error if it comes first in the text.
+    fn finish(&mut self, result: Result<()>) -> Result<()> {
+        let Some(lex) = self.lex_error.take() else {
+            return result;
+        };
+        let key = |e: &Error| match e {
+            Error::Parse { line, col, .. } => (*line, *col),
+            _ => (0, 0),
+        };
+        match result {
+            Err(e) if key(&e) < key(&lex) => Err(e),
+            _ => Err(lex),
         }
     }
 
-    fn peek(&self) -> &Token {
+    /// Makes sure `buf` holds at least `n + 1` tokens.
+    fn fill(&mut self, n: usize) {
+        while self.buf.len() <= n {
+            let t = match &self.ended {
+                Some(t) => t.clone(),
+                None => {
+                    let (t, end) = match self.lexer.next_token() {
+                        Ok(t) if t.tok != Tok::Eof && t.offset < self.stop => (t, false),
+                        Ok(t) => (Token { tok: Tok::Eof, ..t }, true),
+                        Err(e) => {
+                            let pos = match &e {
+                                Error::Parse { line, col, .. } => Pos {
+                                    line: *line,
+                                    col: *col,
+                                },
+                                _ => Pos { line: 0, col: 0 },
+                            };
+                            self.lex_error = Some(e);
+                            (
+                                Token {
+                                    tok: Tok::Eof,
+                                    pos,
+                                    offset: self.stop,
+                                },
+                                true,
+                            )
+                        }
+                    };
+                    if end {
+                        self.ended = Some(t.clone());
+                    }
+                    t
+                }
+            };
+            self.buf.push_back(t);
+        }
+    }
+
+    fn peek_n(&mut self, n: usize) -> &Token {
+        self.fill(n);
+        &self.buf[n]
+    }
+
+    fn peek(&mut self) -> &Token {
         self.peek_n(0)
     }
 
     fn next(&mut self) -> Token {
-        let t = self.peek().clone();
-        if self.at < self.end {
-            self.at += 1;
+        self.fill(0);
+        match self.buf.pop_front() {
+            Some(t) => t,
+            None => Token {
+                tok: Tok::Eof,
+                pos: Pos { line: 0, col: 0 },
+                offset: self.stop,
+            },
         }
-        t
     }
 
-    fn unexpected(&self, expected: &str) -> Error {
+    fn unexpected(&mut self, expected: &str) -> Error {
         let t = self.peek();
         t.pos.error(format!("expected {expected}, found {}", t.tok))
     }
@@ -238,30 +403,6 @@ impl Parser<'_> {
     }
 
     fn module(&mut self) -> Result<()> {
-        let metadata = (0..self.toks.len().saturating_sub(3)).find(|&i| {
-            self.toks[i].tok == Tok::Hash
-                && self.toks[i + 1].tok == Tok::LBracket
-                && self.toks[i + 2].tok == Tok::Ident("metadata".into())
-                && self.toks[i + 3].tok == Tok::RBracket
-        });
-        if let Some(i) = metadata {
-            self.has_metadata = true;
-            self.at = i + 4;
-            self.metadata()?;
-            self.at = 0;
-            self.end = i;
-            self.eof = Token {
-                tok: Tok::Eof,
-                pos: self.toks[i].pos,
-            };
-        }
-        for w in self.toks[..self.end].windows(2) {
-            if let (Tok::Ident(d), Tok::Global(name)) = (&w[0].tok, &w[1].tok) {
-                if d == "def" {
-                    self.declared.insert(name.clone());
-                }
-            }
-        }
         if self.peek().tok == Tok::Hash {
             self.next();
             self.expect(Tok::LBracket, "`[` after `#`")?;
@@ -297,28 +438,30 @@ impl Parser<'_> {
                 }
             };
             let values_pos = self.expect(Tok::LBracket, "`[` before the constant's values")?;
-            let mut values = Vec::new();
+            let numel = ty.numel();
+            // Values are converted as they are read, without storing their tokens.
+            let mut values = Values::new(ty.dtype, numel.min(1 << 20));
+            let mut count = 0usize;
             while self.peek().tok != Tok::RBracket {
                 let t = self.next();
                 match &t.tok {
-                    Tok::Number(s) | Tok::Ident(s) => values.push((t.pos, s.clone())),
+                    Tok::Number(s) | Tok::Ident(s) if count < numel => values.push(t.pos, s)?,
+                    Tok::Number(_) | Tok::Ident(_) => {}
                     other => return Err(t.pos.error(format!("expected a value, found {other}"))),
                 }
+                count += 1;
                 if self.peek().tok != Tok::RBracket {
                     self.expect(Tok::Comma, "`,` or `]` between values")?;
                 }
             }
             self.next();
-            let numel = ty.numel();
-            if values.len() != numel {
+            if count != numel {
                 return Err(values_pos.error(format!(
-                    "meta[relay.Constant][{k}] has {} value(s) but {} holds {numel}",
-                    values.len(),
+                    "meta[relay.Constant][{k}] has {count} value(s) but {} holds {numel}",
                     Type::Tensor(ty.clone())
                 )));
             }
-            let data = Self::values(ty.dtype, &values)?;
-            let value = NDArray::new(ty.shape, data).map_err(at(values_pos))?;
+            let value = NDArray::new(ty.shape, values.into_data()).map_err(at(values_pos))?;
             if self.meta_values.insert(k, value).is_some() {
                 return Err(start.error(format!("meta[relay.Constant][{k}] is defined twice")));
             }
@@ -335,39 +478,6 @@ impl Parser<'_> {
         let (_, k) = self.index("a constant index")?;
         self.expect(Tok::RBracket, "`]`")?;
         Ok(k)
-    }
-
-    /// Element values of a metadata constant, written without suffixes.
-    fn values(dtype: DType, values: &[(Pos, String)]) -> Result<Data> {
-        let bad = |pos: Pos, s: &str| pos.error(format!("expected a {dtype} value, found `{s}`"));
-        if dtype == DType::Bool {
-            let v = values.iter().map(|(pos, s)| match s.as_str() {
-                "True" => Ok(true),
-                "False" => Ok(false),
-                _ => Err(bad(*pos, s)),
-            });
-            return v.collect::<Result<Vec<_>>>().map(Data::Bool);
-        }
-        if dtype.is_float() {
-            let v = values.iter().map(|(pos, s)| {
-                let lit = split_literal(s);
-                match lit.num.parse::<f32>() {
-                    Ok(x) if lit.suffix.is_empty() => Ok(x),
-                    _ => Err(bad(*pos, s)),
-                }
-            });
-            let v = v.collect::<Result<Vec<f32>>>()?;
-            return Ok(match dtype {
-                DType::F16 => Data::F16(v.into_iter().map(f16::from_f32).collect()),
-                _ => Data::F32(v),
-            });
-        }
-        let v = values.iter().map(|(pos, s)| match s.parse::<i64>() {
-            Ok(i) if int_fits(dtype, i) => Ok(i),
-            Ok(_) => Err(pos.error(format!("value {s} does not fit {dtype}"))),
-            Err(_) => Err(bad(*pos, s)),
-        });
-        Ok(Data::from_i64(dtype, v.collect::<Result<Vec<_>>>()?))
     }
 
     fn def(&mut self) -> Result<()> {
@@ -534,7 +644,8 @@ impl Parser<'_> {
         let mut attrs: Vec<(String, AttrValue)> = Vec::new();
         let mut attr_names = HashSet::new();
         while self.peek().tok != Tok::RParen {
-            let attr_name = match (&self.peek().tok, &self.peek_n(1).tok) {
+            self.fill(1);
+            let attr_name = match (&self.buf[0].tok, &self.buf[1].tok) {
                 (Tok::Ident(name), Tok::Eq) => Some(name.clone()),
                 _ => None,
             };

@@ -20,7 +20,6 @@ use std::fmt::{self, Write};
 use half::f16;
 
 use crate::attrs::fmt_float;
-use crate::dtype::DType;
 use crate::expr::{Callee, ExprId, ExprKind, Module};
 use crate::tensor::{Data, NDArray};
 use crate::text::lexer::is_identifier;
@@ -71,12 +70,13 @@ pub fn print_module(m: &Module, opts: &PrintOptions) -> String {
         out.push_str("\n#[metadata]\n");
         for (k, id) in meta.order.iter().enumerate() {
             if let ExprKind::Constant(value) = m.kind(*id) {
-                let _ = writeln!(
+                let _ = write!(
                     out,
-                    "meta[relay.Constant][{k}] = {} {}",
-                    Type::Tensor(value.ty()),
-                    values_text(value)
+                    "meta[relay.Constant][{k}] = {} ",
+                    Type::Tensor(value.ty())
                 );
+                write_values(&mut out, value);
+                out.push('\n');
             }
         }
     }
@@ -163,30 +163,39 @@ fn bool_text(b: bool) -> &'static str {
     if b { "True" } else { "False" }
 }
 
-/// The element values as strings, without dtype suffixes.
-fn element_texts(value: &NDArray) -> Vec<String> {
-    match value.data() {
-        Data::F32(v) => v.iter().map(|&x| fmt_f32(x)).collect(),
-        Data::F16(v) => v.iter().map(|&x| fmt_f16(x)).collect(),
-        Data::Bool(v) => v.iter().map(|&b| bool_text(b).to_string()).collect(),
-        d => d.to_i64().iter().map(|i| i.to_string()).collect(),
+/// Element `i` without a dtype suffix.
+fn element_text(data: &Data, i: usize) -> String {
+    match data {
+        Data::F32(v) => fmt_f32(v[i]),
+        Data::F16(v) => fmt_f16(v[i]),
+        Data::Bool(v) => bool_text(v[i]).to_string(),
+        Data::I8(v) => v[i].to_string(),
+        Data::U8(v) => v[i].to_string(),
+        Data::I32(v) => v[i].to_string(),
+        Data::I64(v) => v[i].to_string(),
     }
 }
 
-/// `[v0, v1, ...]`, row-major.
-fn values_text(value: &NDArray) -> String {
-    format!("[{}]", element_texts(value).join(", "))
+/// Writes `[v0, v1, ...]`, row-major.
+fn write_values(out: &mut String, value: &NDArray) {
+    out.push('[');
+    for i in 0..value.numel() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&element_text(value.data(), i));
+    }
+    out.push(']');
 }
 
 /// A scalar constant as a literal: `1f`, `1f16`, `3`, `3i64`, `True`, `nanf`, `-inff`.
 fn scalar_text(value: &NDArray) -> String {
     let dtype = value.dtype();
-    let v = element_texts(value).pop().unwrap_or_default();
-    if dtype == DType::Bool {
-        v
-    } else {
-        format!("{v}{}", dtype.literal_suffix())
+    if value.numel() != 1 {
+        return format!("<scalar with {} values>", value.numel());
     }
+    let v = element_text(value.data(), 0);
+    format!("{v}{}", dtype.literal_suffix())
 }
 
 /// `%name` or `%"name"` for a name that is not an identifier.

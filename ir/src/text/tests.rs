@@ -990,3 +990,48 @@ fn values_of_metadata_keep_their_dtype() {
     assert_eq!(values[&1], Data::I8(vec![-128, 127]));
     assert_eq!(values[&2], Data::I32(vec![1, 2, 3]));
 }
+
+#[test]
+fn the_first_problem_in_the_text_is_reported() {
+    // A lexing error after a complete module.
+    let e = parse("def @main(%x: float32) { %x }\n$")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "parse error at 2:1: unexpected character `$`");
+    // A grammar error before a lexing error.
+    let e = parse("def @main(%x float32) { $ }")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "parse error at 1:14: expected `:` and the parameter's type, found `float32`"
+    );
+    // A lexing error in the metadata section, which is read first.
+    let e = parse("def @main() {\n  meta[relay.Constant][0]\n}\n#[metadata]\nmeta[relay.Constant][0] = float32 [1 ?]")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "parse error at 5:38: unexpected character `?`");
+    // `#[metadata]` inside a comment or a string is not the section.
+    let text = "def @main(%x: float32) {\n  // #[metadata]\n  /* #[metadata] */ test.attrs(%x, s=\"#[metadata]\")\n}";
+    let m = parse(text).unwrap();
+    assert!(print(&m).contains("s=\"#[metadata]\""));
+}
+
+#[test]
+fn large_constants_round_trip() {
+    let mut m = Module::new();
+    let x = m.var("x", Type::tensor([64, 32, 3, 3], DType::F32));
+    let w = m.constant(NDArray::random([64, 32, 3, 3], DType::F32, 7));
+    let y = m.call(op(Add), &[x, w]).unwrap();
+    m.set_main(&[x], y).unwrap();
+    let text = print(&m);
+    let back = parse(&text).unwrap();
+    let ExprKind::Call { args, .. } = back.kind(back.main().unwrap().body) else {
+        panic!()
+    };
+    let (ExprKind::Constant(a), ExprKind::Constant(b)) = (m.kind(w), back.kind(args[1])) else {
+        panic!()
+    };
+    assert_eq!(a.data(), b.data());
+    assert_eq!(print(&back), text);
+}
