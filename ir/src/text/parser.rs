@@ -166,6 +166,14 @@ fn split_literal(text: &str) -> Literal<'_> {
     }
 }
 
+/// Whether a dimension or the element count of `shape` exceeds [`MAX_ELEMENTS`].
+fn too_many_elements(shape: &[usize]) -> bool {
+    let elements = shape
+        .iter()
+        .try_fold(1u128, |acc, &d| acc.checked_mul(d as u128));
+    shape.iter().any(|&d| d as u128 > MAX_ELEMENTS) || elements.is_none_or(|n| n > MAX_ELEMENTS)
+}
+
 /// Whether `v` fits integer dtype `dtype`.
 fn int_fits(dtype: DType, v: i64) -> bool {
     match dtype {
@@ -768,7 +776,19 @@ impl<'t> Parser<'t, '_> {
             Error::UnknownOp(n) => pos.error(format!("unknown op `{n}`")),
             e => pos.error(e.to_string()),
         })?;
-        self.m.call(op, &args).map_err(at(pos))
+        let id = self.m.call(op, &args).map_err(at(pos))?;
+        // The same size limit as for written types, so later ops never see absurd shapes.
+        let ty = self.m.ty(id);
+        if ty
+            .flatten_tensors()
+            .iter()
+            .any(|t| too_many_elements(&t.shape))
+        {
+            return Err(pos.error(format!(
+                "the result of `{name}` would be {ty}, which has too many elements"
+            )));
+        }
+        Ok(id)
     }
 
     fn meta_constant(&mut self, pos: Pos, k: usize) -> Result<ExprId> {
@@ -904,11 +924,7 @@ impl<'t> Parser<'t, '_> {
                     }
                 }
                 self.next();
-                let elements = shape
-                    .iter()
-                    .try_fold(1u128, |acc, &d| acc.checked_mul(d as u128));
-                let too_big = shape.iter().any(|&d| d as u128 > MAX_ELEMENTS);
-                if too_big || elements.is_none_or(|n| n > MAX_ELEMENTS) {
+                if too_many_elements(&shape) {
                     return Err(shape_pos
                         .error(format!("shape {} has too many elements", fmt_shape(&shape))));
                 }

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::expr::{ExprId, ExprKind, FnAttrs, Module};
 use crate::op::{CustomOp, CustomOpDef, OpRegistry};
 use crate::tensor::{Data, NDArray};
+use crate::text::parse_module;
 use crate::ty::Type;
 use crate::value::Value;
 
@@ -1034,4 +1035,108 @@ fn large_constants_round_trip() {
     };
     assert_eq!(a.data(), b.data());
     assert_eq!(print(&back), text);
+}
+
+/// A module over many built-in ops, for mutation tests of the whole parse and
+/// type-inference path.
+const BUILTIN_SAMPLE: &str = r#"
+def @main(%data: Tensor[(1, 3, 8, 8), float32], %w: Tensor[(4, 3, 3, 3), float32], %g: Tensor[(4), float32], %b: Tensor[(4), float32], %m: Tensor[(4), float32], %v: Tensor[(4), float32], %fw: Tensor[(5, 16), float32], %q: Tensor[(2, 4, 6), float32], %ln: Tensor[(6), float32], %idx: Tensor[(3), int64], %fb: Tensor[(5), float32]) {
+  %0 = nn.conv2d(%data, %w, strides=[2, 2], padding=[1, 1, 1, 1], dilation=[1, 1], groups=1, channels=4, kernel_size=[3, 3]);
+  %1 = nn.batch_norm(%0, %g, %b, %m, %v, axis=1, epsilon=2e-05f, center=True, scale=False);
+  %2 = nn.relu(%1.0);
+  %3 = nn.max_pool2d(%2, pool_size=[2, 2], strides=[2, 2], padding=[0, 0, 0, 0], ceil_mode=False);
+  %4 = nn.avg_pool2d(%2, pool_size=[3, 3], strides=[1, 1], padding=[1, 1, 1, 1], count_include_pad=True);
+  %5 = nn.global_avg_pool2d(%4);
+  %6 = nn.batch_flatten(%3);
+  %7 = nn.dense(%6, %fw, units=5);
+  %8 = nn.bias_add(%7, %fb, axis=1);
+  %9 = nn.softmax(%7, axis=-1);
+  %10 = nn.layer_norm(%q, %ln, %ln, axis=-1, epsilon=1e-05f);
+  %11 = nn.batch_matmul(%10, %10, transpose_a=False, transpose_b=True);
+  %12 = reshape(%11, newshape=[-1, 4, 0]);
+  %13 = transpose(%12, axes=[2, 0, 1]);
+  %14 = split(%13, indices_or_sections=[1, 3], axis=1);
+  %15 = concatenate((%14.0, %14.2), axis=1);
+  %16 = strided_slice(%15, begin=[0, 0, 1], end=[2, 2, 4], strides=[1, 1, 2], axes=[0, 1, 2]);
+  %17 = take(%q, %idx, axis=2, mode="clip");
+  %18 = squeeze(expand_dims(%17, axis=1, num_newaxis=2), axis=[1, 2]);
+  %19 = sum(%18, axis=[0, -1], keepdims=True, exclude=False);
+  %20 = clip(cast(%19, dtype="float16"), a_min=-1f, a_max=1f);
+  (%5, %8, %9, %16, %20, mean(%q, axis=[1]), erf(%q))
+}
+"#;
+
+/// Replacement numbers for mutating attributes and shapes.
+const NUMBERS: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "2",
+    "3",
+    "-7",
+    "7",
+    "100",
+    "65535",
+    "2147483647",
+    "-2147483648",
+    "4294967296",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "0.5f",
+    "1e300",
+    "-0f",
+    "nanf",
+];
+
+#[test]
+fn builtin_sample_parses() {
+    let m = parse_module(BUILTIN_SAMPLE).unwrap_or_else(|e| panic!("{e}"));
+    let text = print(&m);
+    assert_eq!(print(&parse_module(&text).unwrap()), text);
+}
+
+#[test]
+fn absurd_inferred_shapes_are_refused() {
+    // Huge padding gives a result no later op should have to compute sizes for.
+    let text = "def @main(%x: Tensor[(1, 1, 4, 4), float32], %w: Tensor[(1, 1, 1, 1), float32]) {\n  \
+                nn.conv2d(%x, %w, padding=[9223372036854775807, 0, 0, 0])\n}";
+    let e = parse_module(text).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "parse error at 2:3: the result of `nn.conv2d` would be Tensor[(1, 1, 9223372036854775811, 4), float32], \
+         which has too many elements"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn mutated_builtin_attributes_never_panic(
+        edits in prop::collection::vec((any::<prop::sample::Index>(), prop::sample::select(NUMBERS)), 1..4),
+    ) {
+        // Replace some integer tokens (attribute values and dimensions) with edge values.
+        let mut text = BUILTIN_SAMPLE.to_string();
+        for (at, number) in edits {
+            let starts: Vec<usize> = text
+                .char_indices()
+                .filter(|&(i, c)| {
+                    c.is_ascii_digit()
+                        && !text[..i].ends_with(|p: char| p.is_ascii_alphanumeric() || p == '%' || p == '.' || p == '_')
+                })
+                .map(|(i, _)| i)
+                .collect();
+            let start = starts[at.index(starts.len())];
+            let len = text[start..].find(|c: char| !c.is_ascii_alphanumeric()).unwrap_or(0);
+            text.replace_range(start..start + len, number);
+        }
+        match parse_module(&text) {
+            Ok(m) => {
+                let printed = print(&m);
+                prop_assert_eq!(print(&parse_module(&printed).unwrap()), printed);
+            }
+            Err(Error::Parse { .. }) => {}
+            Err(e) => prop_assert!(false, "not a parse error: {}", e),
+        }
+    }
 }
