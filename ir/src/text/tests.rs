@@ -1140,3 +1140,20 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn bodies_that_are_functions_variables_or_constants() {
+    let text = "def @closure(%y: float32) -> fn (float32) -> (float32, float32) {\n  \
+                fn (%x: float32) -> (float32, float32) {\n    (%x, %y)\n  }\n}\n\n\
+                def @id(%x: float32) -> float32 {\n  %x\n}\n\n\
+                def @c() -> Tensor[(2), int8] {\n  meta[relay.Constant][0]\n}\n\n\
+                #[metadata]\nmeta[relay.Constant][0] = Tensor[(2), int8] [-1, 1]\n";
+    let m = parse(text).unwrap();
+    assert_eq!(print(&m), format!("#[version = \"0.0.5\"]\n{text}"));
+    assert_round_trip(&m);
+    let names = binding_names(&m, m.global_id("closure").unwrap());
+    let f = m.function_at(m.global_id("closure").unwrap()).unwrap();
+    assert_eq!(names[&f.body], "result of @closure");
+    let inner = m.function_at(f.body).unwrap();
+    assert_eq!(names[&inner.body], "result of the function in @closure");
+}
