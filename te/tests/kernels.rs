@@ -6,8 +6,8 @@
 use kiln_ir::{DType, NDArray};
 use kiln_te::Error;
 use kiln_te::tir::{
-    BufferId, Expr, ForKind, Intrinsic, PrimFunc, PrimFuncBuilder, Scope, Stmt, ThreadAxis, ValueType, parse,
-    printer, run_with_inputs, verify,
+    BufferId, Expr, ForKind, Intrinsic, PrimFunc, PrimFuncBuilder, Scope, Stmt, ThreadAxis,
+    ValueType, parse, printer, run_with_inputs, verify,
 };
 
 fn ld(b: BufferId, idx: impl IntoIterator<Item = Expr>) -> Expr {
@@ -39,7 +39,12 @@ fn matmul(m: usize, n: usize, k: usize) -> PrimFunc {
                         kk,
                         0,
                         k as i64,
-                        Stmt::store(acc, [z()], ld(acc, [z()]) + ld(a, [i.into(), kk.into()]) * ld(bb, [kk.into(), j.into()])),
+                        Stmt::store(
+                            acc,
+                            [z()],
+                            ld(acc, [z()])
+                                + ld(a, [i.into(), kk.into()]) * ld(bb, [kk.into(), j.into()]),
+                        ),
                     ),
                     Stmt::store(c, [i.into(), j.into()], ld(acc, [z()])),
                 ]),
@@ -66,12 +71,17 @@ fn naive_matmul(a: &NDArray, b: &NDArray, m: usize, n: usize, k: usize) -> Vec<f
 
 /// conv2d NCHW, data 1x2x8x8, weight 3x2x3x3, stride 2, padding 1 -> 1x3x4x4.
 fn conv2d(use_select: bool) -> PrimFunc {
-    let mut b = PrimFuncBuilder::new(if use_select { "conv2d_select" } else { "conv2d" });
+    let mut b = PrimFuncBuilder::new(if use_select {
+        "conv2d_select"
+    } else {
+        "conv2d"
+    });
     let data = b.input("data", [1, 2, 8, 8], DType::F32);
     let w = b.input("weight", [3, 2, 3, 3], DType::F32);
     let out = b.output("out", [1, 3, 4, 4], DType::F32);
     let acc = b.alloc("acc", [1], DType::F32, Scope::Local);
-    let [n, oc, oh, ow, ic, kh, kw] = ["n", "oc", "oh", "ow", "ic", "kh", "kw"].map(|s| b.loop_var(s));
+    let [n, oc, oh, ow, ic, kh, kw] =
+        ["n", "oc", "oh", "ow", "ic", "kh", "kw"].map(|s| b.loop_var(s));
     let h = || oh * 2 + kh - 1;
     let wi = || ow * 2 + kw - 1;
     let cond = h().ge(0).and(h().lt(8)).and(wi().ge(0)).and(wi().lt(8));
@@ -79,7 +89,11 @@ fn conv2d(use_select: bool) -> PrimFunc {
     let wv = ld(w, [oc.into(), ic.into(), kh.into(), kw.into()]);
     let a0 = || ld(acc, [Expr::int(0)]);
     let update = if use_select {
-        Stmt::store(acc, [Expr::int(0)], a0() + Expr::select(cond, x, 0.0f32) * wv)
+        Stmt::store(
+            acc,
+            [Expr::int(0)],
+            a0() + Expr::select(cond, x, 0.0f32) * wv,
+        )
     } else {
         Stmt::if_then(cond, Stmt::store(acc, [Expr::int(0)], a0() + x * wv))
     };
@@ -103,7 +117,12 @@ fn conv2d(use_select: bool) -> PrimFunc {
                         acc,
                         Stmt::seq([
                             Stmt::store(acc, [Expr::int(0)], 0.0f32),
-                            Stmt::serial(ic, 0, 2, Stmt::serial(kh, 0, 3, Stmt::serial(kw, 0, 3, update))),
+                            Stmt::serial(
+                                ic,
+                                0,
+                                2,
+                                Stmt::serial(kh, 0, 3, Stmt::serial(kw, 0, 3, update)),
+                            ),
                             Stmt::store(out, [n.into(), oc.into(), oh.into(), ow.into()], a0()),
                         ]),
                     ),
@@ -154,7 +173,11 @@ fn vector_add() -> PrimFunc {
         0,
         16,
         ForKind::Parallel,
-        Stmt::store(c, [r()], ld(a, [r()]) + ld(bb, [r()]) + Expr::broadcast(1.0f32, 4)),
+        Stmt::store(
+            c,
+            [r()],
+            ld(a, [r()]) + ld(bb, [r()]) + Expr::broadcast(1.0f32, 4),
+        ),
     );
     b.finish(body)
 }
@@ -175,7 +198,10 @@ fn ragged_gpu() -> PrimFunc {
             tx,
             ThreadAxis::ThreadX,
             32,
-            Stmt::if_then(i().lt(100), Stmt::store(c, [i()], ld(a, [i()]).unary(Intrinsic::Exp) * 2.0f32)),
+            Stmt::if_then(
+                i().lt(100),
+                Stmt::store(c, [i()], ld(a, [i()]).unary(Intrinsic::Exp) * 2.0f32),
+            ),
         ),
     );
     b.finish(body)
@@ -194,8 +220,16 @@ fn tiled_gpu_matmul(barriers: [bool; 2]) -> PrimFunc {
     let [by, bx, ty, tx, ko, ki] = ["by", "bx", "ty", "tx", "ko", "ki"].map(|s| b.loop_var(s));
     let z = || Expr::int(0);
     let mut step = vec![
-        Stmt::store(as_, [ty.into(), tx.into()], ld(a, [by * 4 + ty, ko * 4 + tx])),
-        Stmt::store(bs, [ty.into(), tx.into()], ld(bm, [ko * 4 + ty, bx * 4 + tx])),
+        Stmt::store(
+            as_,
+            [ty.into(), tx.into()],
+            ld(a, [by * 4 + ty, ko * 4 + tx]),
+        ),
+        Stmt::store(
+            bs,
+            [ty.into(), tx.into()],
+            ld(bm, [ko * 4 + ty, bx * 4 + tx]),
+        ),
     ];
     if barriers[0] {
         step.push(Stmt::Barrier);
@@ -204,7 +238,11 @@ fn tiled_gpu_matmul(barriers: [bool; 2]) -> PrimFunc {
         ki,
         0,
         4,
-        Stmt::store(acc, [z()], ld(acc, [z()]) + ld(as_, [ty.into(), ki.into()]) * ld(bs, [ki.into(), tx.into()])),
+        Stmt::store(
+            acc,
+            [z()],
+            ld(acc, [z()]) + ld(as_, [ty.into(), ki.into()]) * ld(bs, [ki.into(), tx.into()]),
+        ),
     ));
     if barriers[1] {
         step.push(Stmt::Barrier);
@@ -229,7 +267,12 @@ fn tiled_gpu_matmul(barriers: [bool; 2]) -> PrimFunc {
                 as_,
                 Stmt::allocate(
                     bs,
-                    Stmt::thread(ty, ThreadAxis::ThreadY, 4, Stmt::thread(tx, ThreadAxis::ThreadX, 4, thread_body)),
+                    Stmt::thread(
+                        ty,
+                        ThreadAxis::ThreadY,
+                        4,
+                        Stmt::thread(tx, ThreadAxis::ThreadX, 4, thread_body),
+                    ),
                 ),
             ),
         ),
@@ -270,17 +313,29 @@ fn printed_form_reads_well() {
          + broadcast(1.0, 4)\n  }\n}\n"
     );
     let gpu = tiled_gpu_matmul([true, true]).to_string();
-    assert!(gpu.contains("launch_thread blockIdx.y (%by, 0, 4) {"), "{gpu}");
-    assert!(gpu.contains("allocate %As: Buffer[(4, 4), float32, shared] {"), "{gpu}");
+    assert!(
+        gpu.contains("launch_thread blockIdx.y (%by, 0, 4) {"),
+        "{gpu}"
+    );
+    assert!(
+        gpu.contains("allocate %As: Buffer[(4, 4), float32, shared] {"),
+        "{gpu}"
+    );
     assert!(gpu.contains("barrier()"), "{gpu}");
 }
 
 #[test]
 fn matmul_matches_naive() {
-    let (a, b) = (NDArray::random([8, 5], DType::F32, 1), NDArray::random([5, 6], DType::F32, 2));
+    let (a, b) = (
+        NDArray::random([8, 5], DType::F32, 1),
+        NDArray::random([5, 6], DType::F32, 2),
+    );
     let f = matmul(8, 6, 5);
     let out = run_with_inputs(&f, &[a.clone(), b.clone()]).unwrap();
-    assert_eq!(out[0].to_vec::<f32>().unwrap(), naive_matmul(&a, &b, 8, 6, 5));
+    assert_eq!(
+        out[0].to_vec::<f32>().unwrap(),
+        naive_matmul(&a, &b, 8, 6, 5)
+    );
     // The parsed text computes the same.
     let g = parse(&f.to_string()).unwrap();
     assert_eq!(run_with_inputs(&g, &[a, b]).unwrap(), out);
@@ -288,7 +343,10 @@ fn matmul_matches_naive() {
 
 #[test]
 fn padded_conv_matches_naive_with_if_and_with_select() {
-    let (d, w) = (NDArray::random([1, 2, 8, 8], DType::F32, 3), NDArray::random([3, 2, 3, 3], DType::F32, 4));
+    let (d, w) = (
+        NDArray::random([1, 2, 8, 8], DType::F32, 3),
+        NDArray::random([3, 2, 3, 3], DType::F32, 4),
+    );
     let want = naive_conv(&d, &w);
     for f in [conv2d(false), conv2d(true)] {
         let out = run_with_inputs(&f, &[d.clone(), w.clone()]).unwrap();
@@ -298,33 +356,55 @@ fn padded_conv_matches_naive_with_if_and_with_select() {
 
 #[test]
 fn vector_add_and_ragged_kernel_compute_in_f32() {
-    let (a, b) = (NDArray::random([64], DType::F32, 5), NDArray::random([64], DType::F32, 6));
+    let (a, b) = (
+        NDArray::random([64], DType::F32, 5),
+        NDArray::random([64], DType::F32, 6),
+    );
     let out = run_with_inputs(&vector_add(), &[a.clone(), b.clone()]).unwrap();
     let (av, bv) = (a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
     let want: Vec<f32> = av.iter().zip(&bv).map(|(x, y)| x + y + 1.0).collect();
     assert_eq!(out[0].to_vec::<f32>().unwrap(), want);
 
     let a = NDArray::random([100], DType::F32, 7);
-    let out = run_with_inputs(&ragged_gpu(), &[a.clone()]).unwrap();
-    let want: Vec<f32> = a.to_vec::<f32>().unwrap().iter().map(|x| x.exp() * 2.0).collect();
+    let out = run_with_inputs(&ragged_gpu(), std::slice::from_ref(&a)).unwrap();
+    let want: Vec<f32> = a
+        .to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .map(|x| x.exp() * 2.0)
+        .collect();
     assert_eq!(out[0].to_vec::<f32>().unwrap(), want);
 }
 
 #[test]
 fn shared_memory_tiled_matmul_equals_naive() {
-    let (a, b) = (NDArray::random([16, 16], DType::F32, 8), NDArray::random([16, 16], DType::F32, 9));
+    let (a, b) = (
+        NDArray::random([16, 16], DType::F32, 8),
+        NDArray::random([16, 16], DType::F32, 9),
+    );
     let out = run_with_inputs(&tiled_gpu_matmul([true, true]), &[a.clone(), b.clone()]).unwrap();
-    assert_eq!(out[0].to_vec::<f32>().unwrap(), naive_matmul(&a, &b, 16, 16, 16));
+    assert_eq!(
+        out[0].to_vec::<f32>().unwrap(),
+        naive_matmul(&a, &b, 16, 16, 16)
+    );
 }
 
 #[test]
 fn missing_barriers_are_reported_as_races() {
-    let (a, b) = (NDArray::random([16, 16], DType::F32, 8), NDArray::random([16, 16], DType::F32, 9));
+    let (a, b) = (
+        NDArray::random([16, 16], DType::F32, 8),
+        NDArray::random([16, 16], DType::F32, 9),
+    );
     for barriers in [[false, true], [true, false]] {
         let f = tiled_gpu_matmul(barriers);
         verify(&f).unwrap();
-        let err = run_with_inputs(&f, &[a.clone(), b.clone()]).unwrap_err().to_string();
-        assert!(err.contains("data race on shared buffer"), "{barriers:?}: {err}");
+        let err = run_with_inputs(&f, &[a.clone(), b.clone()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("data race on shared buffer"),
+            "{barriers:?}: {err}"
+        );
     }
 }
 
@@ -350,7 +430,9 @@ fn out_of_bounds_kernel_is_rejected_with_every_error() {
     // Make the k loop run one step too far: two loads go out of bounds.
     fn bump(s: &mut Stmt) {
         match s {
-            Stmt::For { extent, body, var, .. } => {
+            Stmt::For {
+                extent, body, var, ..
+            } => {
                 if var.0 == 2 {
                     *extent += 1;
                 }
@@ -362,7 +444,9 @@ fn out_of_bounds_kernel_is_rejected_with_every_error() {
         }
     }
     bump(&mut f.body);
-    let Err(Error::Verify(errs)) = verify(&f) else { panic!("expected verify errors") };
+    let Err(Error::Verify(errs)) = verify(&f) else {
+        panic!("expected verify errors")
+    };
     let msgs: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
     assert_eq!(
         msgs,
@@ -400,8 +484,31 @@ fn let_vectors_casts_and_f16() {
     verify(&f).unwrap();
     assert_eq!(f.vars[1].ty, ValueType::vector(DType::F16, 4));
     let a = NDArray::random([8], DType::F16, 11);
-    let out = run_with_inputs(&f, &[a.clone()]).unwrap();
-    let want = NDArray::from_f64([8], DType::F16, a.to_f64_vec().iter().map(|x| x * 3.0).collect()).unwrap();
+    let out = run_with_inputs(&f, std::slice::from_ref(&a)).unwrap();
+    let want = NDArray::from_f64(
+        [8],
+        DType::F16,
+        a.to_f64_vec().iter().map(|x| x * 3.0).collect(),
+    )
+    .unwrap();
     assert_eq!(out[0].to_f64_vec(), want.to_f64_vec());
     assert_eq!(out[1].to_i64_vec(), vec![27, 127]);
+}
+
+#[test]
+fn shared_tree_reduction_file_sums_each_block() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/filetests/run_shared_reduce.tir"
+    );
+    let f = parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let a = NDArray::random([2, 8], DType::F32, 0);
+    let out = run_with_inputs(&f, std::slice::from_ref(&a)).unwrap();
+    let v = a.to_vec::<f32>().unwrap();
+    for b in 0..2 {
+        let x = &v[b * 8..b * 8 + 8];
+        // The tree order: ((x0+x4)+(x2+x6)) + ((x1+x5)+(x3+x7)).
+        let want = ((x[0] + x[4]) + (x[2] + x[6])) + ((x[1] + x[5]) + (x[3] + x[7]));
+        assert_eq!(out[0].to_vec::<f32>().unwrap()[b], want);
+    }
 }

@@ -654,9 +654,7 @@ impl<'a> Machine<'a> {
                         let w = sb.last_write[o].filter(|&(e, t)| e == epoch && t != thread);
                         let r = sb.last_read[o]
                             .filter(|&(e, t, multi)| e == epoch && (t != thread || multi));
-                        if let Some((_, other)) =
-                            w.map(|(e, t)| (e, t)).or(r.map(|(e, t, _)| (e, t)))
-                        {
+                        if let Some((_, other)) = w.or(r.map(|(e, t, _)| (e, t))) {
                             return Err(Error::Eval(format!(
                                 "data race on shared buffer {name}: thread {thread} writes element {o} that thread {other} accessed since the last barrier"
                             )));

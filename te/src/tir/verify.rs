@@ -538,12 +538,14 @@ impl<'a> Verifier<'a> {
                     ));
                 }
                 let saved = self.save();
-                if decl.is_index() && decl.is_scalar() && vt == Some(decl) {
-                    if let Some(lin) = self.normalize(value) {
-                        let r = self.lin_range(&lin);
-                        self.ranges[var.index()] = Some(r);
-                        self.let_forms.insert(*var, lin);
-                    }
+                if decl.is_index()
+                    && decl.is_scalar()
+                    && vt == Some(decl)
+                    && let Some(lin) = self.normalize(value)
+                {
+                    let r = self.lin_range(&lin);
+                    self.ranges[var.index()] = Some(r);
+                    self.let_forms.insert(*var, lin);
                 }
                 self.frames.push(format!("let {}", self.vname(*var)));
                 self.stmt(body);
@@ -1147,10 +1149,8 @@ impl<'a> Verifier<'a> {
     /// Adds the facts implied by `cond` (or by its negation).
     fn assume(&mut self, cond: &Expr, negate: bool) {
         match cond {
-            Expr::Bool(b) => {
-                if *b == negate {
-                    self.reachable = false;
-                }
+            Expr::Bool(b) if *b == negate => {
+                self.reachable = false;
             }
             Expr::Not(x) => self.assume(x, !negate),
             Expr::Binary {
