@@ -1,5 +1,36 @@
-//! Tensor expressions and the loop IR (not built yet). This crate will own
-//! placeholder/compute/reduce, the loop IR (buffers, loops of every kind, loads, stores,
-//! intrinsics) with its printer, parser and bounds verifier, schedule primitives, a
-//! default schedule per target kind, lowering, the loop-IR interpreter, and a compute
-//! for every graph op. Depends on `kiln-ir` only.
+//! Tensor expressions and Kiln's loop IR (TVM's TE and TIR).
+//!
+//! This crate owns the middle of the pipeline: a fused group of graph ops becomes one
+//! kernel. Built so far is the **loop IR** ([`tir`]): buffers with shape, dtype and scope,
+//! loops of every kind (serial, parallel, vectorized, unrolled, bound to a GPU thread
+//! axis), loads, stores, allocations, `if`, `let`, barriers, intrinsics and vector
+//! ramps/broadcasts; its text printer and parser; a verifier that checks types and proves
+//! every load and store in bounds; and an interpreter that runs a kernel on host
+//! `NDArray`s (thread-bound loops included, in lockstep at barriers).
+//!
+//! Still to come, producing this IR: tensor expressions (placeholder/compute/reduce),
+//! schedule primitives, lowering, a default schedule per target kind, and a compute for
+//! every graph op. Backends (Cranelift, CUDA PTX, SPIR-V) consume the loop IR.
+//! Depends on `kiln-ir` only.
+//!
+//! ```
+//! use kiln_ir::DType;
+//! use kiln_te::tir::{Expr, ForKind, PrimFuncBuilder, Stmt};
+//!
+//! let mut b = PrimFuncBuilder::new("add_one");
+//! let a = b.input("a", [8], DType::F32);
+//! let c = b.output("c", [8], DType::F32);
+//! let i = b.loop_var("i");
+//! let body = Stmt::for_(
+//!     i, 0, 8, ForKind::Parallel,
+//!     Stmt::store(c, [i.into()], Expr::load(a, [i.into()]) + Expr::f32(1.0)),
+//! );
+//! let f = b.finish(body);
+//! kiln_te::tir::verify(&f).unwrap();
+//! assert!(f.to_string().contains("parallel for (%i, 0, 8)"));
+//! ```
+
+pub mod error;
+pub mod tir;
+
+pub use error::{Error, Result};

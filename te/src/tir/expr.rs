@@ -1,0 +1,552 @@
+//! Scalar and vector expressions of the loop IR: immediates, variables, loads,
+//! arithmetic, comparisons, logic, `select`, casts, intrinsic calls, and the vector
+//! forms `ramp` and `broadcast`.
+//!
+//! Children are boxed; expressions are small trees built with constructor helpers and
+//! operator overloading (`Expr::load(a, [i.into()]) * 2.0f32 + x`, `i * 4 + j` on
+//! [`VarId`]s). Integer `Div` truncates toward zero; `FloorDiv`/`FloorMod` round toward
+//! negative infinity (integers only). `Select` evaluates both sides, so both must be safe
+//! to evaluate; guard possibly out-of-bounds loads with [`Stmt::If`](super::Stmt::If) or a
+//! `Select` whose condition the bounds verifier can use (see [`verify`](super::verify)).
+
+use std::ops;
+
+use kiln_ir::DType;
+
+use super::types::{BufferId, VarId};
+
+/// A binary operator. Arithmetic ops take two operands of equal type and return it;
+/// comparisons return `bool` with the operands' lanes; `And`/`Or` take and return bool.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    /// Float division, or integer division truncating toward zero.
+    Div,
+    /// Integer division rounding toward negative infinity.
+    FloorDiv,
+    /// Integer remainder of `FloorDiv`: the sign of the divisor.
+    FloorMod,
+    Min,
+    Max,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+impl BinOp {
+    /// Every operator, in a fixed order.
+    pub const ALL: [BinOp; 16] = [
+        BinOp::Add,
+        BinOp::Sub,
+        BinOp::Mul,
+        BinOp::Div,
+        BinOp::FloorDiv,
+        BinOp::FloorMod,
+        BinOp::Min,
+        BinOp::Max,
+        BinOp::Eq,
+        BinOp::Ne,
+        BinOp::Lt,
+        BinOp::Le,
+        BinOp::Gt,
+        BinOp::Ge,
+        BinOp::And,
+        BinOp::Or,
+    ];
+
+    /// The infix symbol (`+`, `<=`, `&&`), or `None` for ops printed as calls.
+    pub fn symbol(self) -> Option<&'static str> {
+        Some(match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+            BinOp::FloorDiv | BinOp::FloorMod | BinOp::Min | BinOp::Max => return None,
+        })
+    }
+
+    /// The name of ops printed as calls (`floordiv`, `floormod`, `min`, `max`).
+    pub fn call_name(self) -> Option<&'static str> {
+        Some(match self {
+            BinOp::FloorDiv => "floordiv",
+            BinOp::FloorMod => "floormod",
+            BinOp::Min => "min",
+            BinOp::Max => "max",
+            _ => return None,
+        })
+    }
+
+    /// Binding strength of infix operators (higher binds tighter); call-style ops are 10.
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinOp::Or => 1,
+            BinOp::And => 2,
+            BinOp::Eq | BinOp::Ne => 3,
+            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => 4,
+            BinOp::Add | BinOp::Sub => 5,
+            BinOp::Mul | BinOp::Div => 6,
+            BinOp::FloorDiv | BinOp::FloorMod | BinOp::Min | BinOp::Max => 10,
+        }
+    }
+
+    /// Whether this is a comparison (returns bool).
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+        )
+    }
+
+    /// Whether this is `&&` or `||`.
+    pub fn is_logical(self) -> bool {
+        matches!(self, BinOp::And | BinOp::Or)
+    }
+
+    /// The comparison that holds exactly when this one does not (`<` gives `>=`).
+    pub fn negated_comparison(self) -> Option<BinOp> {
+        Some(match self {
+            BinOp::Eq => BinOp::Ne,
+            BinOp::Ne => BinOp::Eq,
+            BinOp::Lt => BinOp::Ge,
+            BinOp::Le => BinOp::Gt,
+            BinOp::Gt => BinOp::Le,
+            BinOp::Ge => BinOp::Lt,
+            _ => return None,
+        })
+    }
+}
+
+/// A math intrinsic. All take float operands of one type; `abs` also takes integers.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Intrinsic {
+    Exp,
+    Log,
+    Sqrt,
+    /// `1 / sqrt(x)`.
+    Rsqrt,
+    Tanh,
+    /// `1 / (1 + exp(-x))`.
+    Sigmoid,
+    Erf,
+    /// `a * b + c`, fused (one rounding).
+    Fma,
+    Pow,
+    Abs,
+    Floor,
+    Ceil,
+}
+
+impl Intrinsic {
+    /// Every intrinsic, in a fixed order.
+    pub const ALL: [Intrinsic; 12] = [
+        Intrinsic::Exp,
+        Intrinsic::Log,
+        Intrinsic::Sqrt,
+        Intrinsic::Rsqrt,
+        Intrinsic::Tanh,
+        Intrinsic::Sigmoid,
+        Intrinsic::Erf,
+        Intrinsic::Fma,
+        Intrinsic::Pow,
+        Intrinsic::Abs,
+        Intrinsic::Floor,
+        Intrinsic::Ceil,
+    ];
+
+    /// The name in the text form.
+    pub fn name(self) -> &'static str {
+        match self {
+            Intrinsic::Exp => "exp",
+            Intrinsic::Log => "log",
+            Intrinsic::Sqrt => "sqrt",
+            Intrinsic::Rsqrt => "rsqrt",
+            Intrinsic::Tanh => "tanh",
+            Intrinsic::Sigmoid => "sigmoid",
+            Intrinsic::Erf => "erf",
+            Intrinsic::Fma => "fma",
+            Intrinsic::Pow => "pow",
+            Intrinsic::Abs => "abs",
+            Intrinsic::Floor => "floor",
+            Intrinsic::Ceil => "ceil",
+        }
+    }
+
+    /// The intrinsic with the given text name.
+    pub fn from_name(s: &str) -> Option<Intrinsic> {
+        Intrinsic::ALL.into_iter().find(|i| i.name() == s)
+    }
+
+    /// Number of arguments.
+    pub fn arity(self) -> usize {
+        match self {
+            Intrinsic::Fma => 3,
+            Intrinsic::Pow => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// An expression of the loop IR.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// An integer immediate of an integer dtype (`5`, `5i64`, `255u8`).
+    Int { value: i64, dtype: DType },
+    /// A float immediate of a float dtype (`1.5`, `1.5f16`); float32 values are kept
+    /// exactly as given and rounded when evaluated.
+    Float { value: f64, dtype: DType },
+    /// `true` or `false`.
+    Bool(bool),
+    /// A loop variable or let-bound value.
+    Var(VarId),
+    /// An element (or, with ramp indices, a vector of elements) of a buffer.
+    Load {
+        buffer: BufferId,
+        indices: Vec<Expr>,
+    },
+    /// A binary operation.
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
+    /// Logical negation of a bool.
+    Not(Box<Expr>),
+    /// `cond ? then : else_`, both sides evaluated.
+    Select {
+        cond: Box<Expr>,
+        then: Box<Expr>,
+        else_: Box<Expr>,
+    },
+    /// Conversion to another element dtype (lanes unchanged).
+    Cast { to: DType, value: Box<Expr> },
+    /// A math intrinsic.
+    Call {
+        intrinsic: Intrinsic,
+        args: Vec<Expr>,
+    },
+    /// The integer vector `base, base + stride, ..., base + (lanes-1) * stride`.
+    Ramp {
+        base: Box<Expr>,
+        stride: Box<Expr>,
+        lanes: u32,
+    },
+    /// A scalar repeated in every lane.
+    Broadcast { value: Box<Expr>, lanes: u32 },
+}
+
+impl Expr {
+    /// An `int32` immediate.
+    pub fn int(value: i32) -> Expr {
+        Expr::Int {
+            value: value as i64,
+            dtype: DType::I32,
+        }
+    }
+
+    /// An `int64` immediate.
+    pub fn i64(value: i64) -> Expr {
+        Expr::Int {
+            value,
+            dtype: DType::I64,
+        }
+    }
+
+    /// An integer immediate of `dtype` (the value is kept as given).
+    pub fn int_of(value: i64, dtype: DType) -> Expr {
+        Expr::Int { value, dtype }
+    }
+
+    /// A `float32` immediate.
+    pub fn f32(value: f32) -> Expr {
+        Expr::Float {
+            value: value as f64,
+            dtype: DType::F32,
+        }
+    }
+
+    /// A float immediate of `dtype`.
+    pub fn float(value: f64, dtype: DType) -> Expr {
+        Expr::Float { value, dtype }
+    }
+
+    /// An immediate of any dtype from an `f64` (integers truncate, bool is `!= 0`).
+    pub fn imm(value: f64, dtype: DType) -> Expr {
+        if dtype.is_float() {
+            Expr::Float { value, dtype }
+        } else if dtype.is_bool() {
+            Expr::Bool(value != 0.0)
+        } else {
+            Expr::Int {
+                value: value as i64,
+                dtype,
+            }
+        }
+    }
+
+    /// A bool immediate.
+    pub fn bool(value: bool) -> Expr {
+        Expr::Bool(value)
+    }
+
+    /// A variable reference.
+    pub fn var(var: VarId) -> Expr {
+        Expr::Var(var)
+    }
+
+    /// A load of `buffer` at one index per dimension.
+    pub fn load(buffer: BufferId, indices: impl IntoIterator<Item = Expr>) -> Expr {
+        Expr::Load {
+            buffer,
+            indices: indices.into_iter().collect(),
+        }
+    }
+
+    /// A binary operation.
+    pub fn binary(op: BinOp, lhs: impl Into<Expr>, rhs: impl Into<Expr>) -> Expr {
+        Expr::Binary {
+            op,
+            lhs: Box::new(lhs.into()),
+            rhs: Box::new(rhs.into()),
+        }
+    }
+
+    /// `floordiv(self, rhs)`.
+    pub fn floordiv(self, rhs: impl Into<Expr>) -> Expr {
+        Expr::binary(BinOp::FloorDiv, self, rhs)
+    }
+
+    /// `floormod(self, rhs)`.
+    pub fn floormod(self, rhs: impl Into<Expr>) -> Expr {
+        Expr::binary(BinOp::FloorMod, self, rhs)
+    }
+
+    /// `min(self, rhs)`.
+    pub fn min(self, rhs: impl Into<Expr>) -> Expr {
+        Expr::binary(BinOp::Min, self, rhs)
+    }
+
+    /// `max(self, rhs)`.
+    pub fn max(self, rhs: impl Into<Expr>) -> Expr {
+        Expr::binary(BinOp::Max, self, rhs)
+    }
+
+    /// `self == rhs`.
+    pub fn equal(self, rhs: impl Into<Expr>) -> Expr {
+        Expr::binary(BinOp::Eq, self, rhs)
+    }
+
+    /// `self != rhs`.
+    pub fn not_equal(self, rhs: impl Into<Expr>) -> Expr {
+        Expr::binary(BinOp::Ne, self, rhs)
+    }
+
+    /// `self < rhs`.
+    pub fn lt(self, rhs: impl Into<Expr>) -> Expr {
+        Expr::binary(BinOp::Lt, self, rhs)
+    }
+
+    /// `self <= rhs`.
+    pub fn le(self, rhs: impl Into<Expr>) -> Expr {
+        Expr::binary(BinOp::Le, self, rhs)
+    }
+
+    /// `self > rhs`.
+    pub fn gt(self, rhs: impl Into<Expr>) -> Expr {
+        Expr::binary(BinOp::Gt, self, rhs)
+    }
+
+    /// `self >= rhs`.
+    pub fn ge(self, rhs: impl Into<Expr>) -> Expr {
+        Expr::binary(BinOp::Ge, self, rhs)
+    }
+
+    /// `self && rhs`.
+    pub fn and(self, rhs: impl Into<Expr>) -> Expr {
+        Expr::binary(BinOp::And, self, rhs)
+    }
+
+    /// `self || rhs`.
+    pub fn or(self, rhs: impl Into<Expr>) -> Expr {
+        Expr::binary(BinOp::Or, self, rhs)
+    }
+
+    /// `select(cond, then, else_)`.
+    pub fn select(cond: impl Into<Expr>, then: impl Into<Expr>, else_: impl Into<Expr>) -> Expr {
+        Expr::Select {
+            cond: Box::new(cond.into()),
+            then: Box::new(then.into()),
+            else_: Box::new(else_.into()),
+        }
+    }
+
+    /// `cast(to, self)`.
+    pub fn cast(self, to: DType) -> Expr {
+        Expr::Cast {
+            to,
+            value: Box::new(self),
+        }
+    }
+
+    /// An intrinsic call.
+    pub fn call(intrinsic: Intrinsic, args: impl IntoIterator<Item = Expr>) -> Expr {
+        Expr::Call {
+            intrinsic,
+            args: args.into_iter().collect(),
+        }
+    }
+
+    /// A one-argument intrinsic applied to `self` (`x.unary(Intrinsic::Exp)`).
+    pub fn unary(self, intrinsic: Intrinsic) -> Expr {
+        Expr::call(intrinsic, [self])
+    }
+
+    /// `ramp(base, stride, lanes)`.
+    pub fn ramp(base: impl Into<Expr>, stride: impl Into<Expr>, lanes: u32) -> Expr {
+        Expr::Ramp {
+            base: Box::new(base.into()),
+            stride: Box::new(stride.into()),
+            lanes,
+        }
+    }
+
+    /// `broadcast(value, lanes)`.
+    pub fn broadcast(value: impl Into<Expr>, lanes: u32) -> Expr {
+        Expr::Broadcast {
+            value: Box::new(value.into()),
+            lanes,
+        }
+    }
+
+    /// The direct children, in order.
+    pub fn children(&self) -> Vec<&Expr> {
+        match self {
+            Expr::Int { .. } | Expr::Float { .. } | Expr::Bool(_) | Expr::Var(_) => vec![],
+            Expr::Load { indices, .. } => indices.iter().collect(),
+            Expr::Binary { lhs, rhs, .. } => vec![lhs, rhs],
+            Expr::Not(x) => vec![x],
+            Expr::Select { cond, then, else_ } => vec![cond, then, else_],
+            Expr::Cast { value, .. } => vec![value],
+            Expr::Call { args, .. } => args.iter().collect(),
+            Expr::Ramp { base, stride, .. } => vec![base, stride],
+            Expr::Broadcast { value, .. } => vec![value],
+        }
+    }
+
+    /// Calls `f` on this expression and every sub-expression, parents first.
+    pub fn visit(&self, f: &mut impl FnMut(&Expr)) {
+        f(self);
+        for c in self.children() {
+            c.visit(f);
+        }
+    }
+
+    /// The integer value if this is an integer immediate.
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Expr::Int { value, .. } => Some(*value),
+            _ => None,
+        }
+    }
+}
+
+impl From<VarId> for Expr {
+    fn from(v: VarId) -> Expr {
+        Expr::Var(v)
+    }
+}
+
+impl From<i32> for Expr {
+    fn from(v: i32) -> Expr {
+        Expr::int(v)
+    }
+}
+
+impl From<f32> for Expr {
+    fn from(v: f32) -> Expr {
+        Expr::f32(v)
+    }
+}
+
+impl From<bool> for Expr {
+    fn from(v: bool) -> Expr {
+        Expr::Bool(v)
+    }
+}
+
+macro_rules! arith_ops {
+    ($($trait:ident $method:ident $op:ident),*) => {$(
+        impl<T: Into<Expr>> ops::$trait<T> for Expr {
+            type Output = Expr;
+            fn $method(self, rhs: T) -> Expr {
+                Expr::binary(BinOp::$op, self, rhs)
+            }
+        }
+        impl<T: Into<Expr>> ops::$trait<T> for VarId {
+            type Output = Expr;
+            fn $method(self, rhs: T) -> Expr {
+                Expr::binary(BinOp::$op, self, rhs)
+            }
+        }
+    )*};
+}
+arith_ops!(Add add Add, Sub sub Sub, Mul mul Mul, Div div Div);
+
+impl ops::Not for Expr {
+    type Output = Expr;
+    fn not(self) -> Expr {
+        Expr::Not(Box::new(self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operators_build_trees() {
+        let i = VarId(0);
+        let j = VarId(1);
+        let e = i * 4 + j;
+        assert_eq!(
+            e,
+            Expr::binary(
+                BinOp::Add,
+                Expr::binary(BinOp::Mul, Expr::Var(i), Expr::int(4)),
+                Expr::Var(j)
+            )
+        );
+        assert_eq!(e.children().len(), 2);
+        let mut n = 0;
+        e.visit(&mut |_| n += 1);
+        assert_eq!(n, 5);
+        assert_eq!(!Expr::bool(true), Expr::Not(Box::new(Expr::Bool(true))));
+    }
+
+    #[test]
+    fn names_and_negations() {
+        for i in Intrinsic::ALL {
+            assert_eq!(Intrinsic::from_name(i.name()), Some(i));
+        }
+        for op in BinOp::ALL {
+            assert!(op.symbol().is_some() != op.call_name().is_some());
+            if let Some(n) = op.negated_comparison() {
+                assert_eq!(n.negated_comparison(), Some(op));
+            }
+        }
+    }
+}

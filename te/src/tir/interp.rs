@@ -1,0 +1,1095 @@
+//! The loop-IR interpreter: runs a [`PrimFunc`] on host `NDArray`s — the second oracle,
+//! against which lowering and backends are checked.
+//!
+//! Values are computed in their dtype's semantics so results match compiled code:
+//! float32 math in `f32` (not `f64`), float16 computed in `f32` and rounded to float16
+//! after every operation, integers wrap at their width, integer division truncates and
+//! division by zero is an error. Vector values are lists of lanes. Parallel, vectorized
+//! and unrolled loops run serially.
+//!
+//! `select` is lazy: with a scalar condition only the chosen side is evaluated; with a
+//! vector condition both sides are evaluated, but loads of lanes outside their buffer
+//! read as zero (the verifier proves the chosen lanes are in bounds).
+//!
+//! Thread-bound loops: `blockIdx` loops run one block after another. A `threadIdx` loop
+//! starts the block's threads, each with its own environment (variables, local
+//! buffers); shared buffers are one per block. Statements without barriers (or shared
+//! allocations, or nested thread loops) run thread by thread; statements containing them
+//! run in lockstep, segment by segment for all threads, so every thread reaches a
+//! barrier before any passes it. A loop or `if` containing a barrier must be uniform
+//! across the block, else the run fails with "barrier in divergent control flow". Two
+//! threads touching one shared element between barriers, at least one writing, is
+//! reported as a data race.
+//!
+//! Out-of-bounds accesses, unbound variables and type mismatches are errors, never
+//! panics. The interpreter does not run the verifier; callers should.
+
+use std::collections::HashMap;
+
+use kiln_ir::{DType, Data, NDArray};
+
+use super::expr::{BinOp, Expr, Intrinsic};
+use super::func::PrimFunc;
+use super::printer::Names;
+use super::stmt::{ForKind, Stmt};
+use super::types::{BufferId, Scope, VarId};
+use crate::error::{Error, Result};
+
+/// Runs `func` with one array per parameter (inputs then outputs, in order); outputs
+/// (and any parameter the kernel stores to) are written in place.
+pub fn run(func: &PrimFunc, args: &mut [NDArray]) -> Result<()> {
+    if args.len() != func.params.len() {
+        return Err(Error::InvalidArgument(format!(
+            "@{} takes {} buffers, got {}",
+            func.name,
+            func.params.len(),
+            args.len()
+        )));
+    }
+    let names = Names::new(func);
+    let mut m = Machine {
+        func,
+        globals: (0..func.buffers.len()).map(|_| None).collect(),
+        shared: (0..func.buffers.len()).map(|_| None).collect(),
+        epoch: 0,
+        lockstep: HashMap::new(),
+        names,
+    };
+    for (&p, arr) in func.params.iter().zip(args.iter()) {
+        let b = func.buffer(p).ok_or_else(|| {
+            Error::InvalidArgument(format!("parameter {p} is not in the buffer arena"))
+        })?;
+        let name = m.names.buffer(p);
+        if arr.shape() != b.shape.as_slice() || arr.dtype() != b.dtype {
+            return Err(Error::InvalidArgument(format!(
+                "buffer {name} is {:?} {}, got an array of shape {:?} {}",
+                b.shape,
+                b.dtype,
+                arr.shape(),
+                arr.dtype()
+            )));
+        }
+        m.globals[p.index()] = Some(Storage {
+            dtype: b.dtype,
+            shape: b.shape.clone(),
+            data: to_nums(arr),
+        });
+    }
+    let mut env = Env {
+        vars: vec![None; func.vars.len()],
+        locals: (0..func.buffers.len()).map(|_| None).collect(),
+        thread: 0,
+        in_threads: false,
+    };
+    m.exec(&func.body, &mut env)?;
+    for (&p, arr) in func.params.iter().zip(args.iter_mut()) {
+        let st = m.globals[p.index()].take().expect("params are bound");
+        *arr = NDArray::new(st.shape, from_nums(st.dtype, &st.data))
+            .map_err(|e| Error::Eval(format!("cannot rebuild output: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Runs `func` on `inputs` with zero-filled outputs and returns the outputs.
+pub fn run_with_inputs(func: &PrimFunc, inputs: &[NDArray]) -> Result<Vec<NDArray>> {
+    if inputs.len() != func.num_inputs {
+        return Err(Error::InvalidArgument(format!(
+            "@{} takes {} inputs, got {}",
+            func.name,
+            func.num_inputs,
+            inputs.len()
+        )));
+    }
+    let mut args = inputs.to_vec();
+    for &o in func.outputs() {
+        let b = func.buffer(o).ok_or_else(|| {
+            Error::InvalidArgument(format!("output {o} is not in the buffer arena"))
+        })?;
+        args.push(NDArray::zeros(b.shape.clone(), b.dtype));
+    }
+    run(func, &mut args)?;
+    Ok(args.split_off(func.num_inputs))
+}
+
+/// One lane of a value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Num {
+    I(i64),
+    F(f64),
+    B(bool),
+}
+
+impl Num {
+    fn zero(d: DType) -> Num {
+        if d.is_float() {
+            Num::F(0.0)
+        } else if d.is_bool() {
+            Num::B(false)
+        } else {
+            Num::I(0)
+        }
+    }
+    fn as_i64(self) -> i64 {
+        match self {
+            Num::I(v) => v,
+            Num::F(v) => v as i64,
+            Num::B(b) => b as i64,
+        }
+    }
+    fn as_f64(self) -> f64 {
+        match self {
+            Num::I(v) => v as f64,
+            Num::F(v) => v,
+            Num::B(b) => b as u8 as f64,
+        }
+    }
+    fn as_bool(self) -> bool {
+        match self {
+            Num::I(v) => v != 0,
+            Num::F(v) => v != 0.0,
+            Num::B(b) => b,
+        }
+    }
+}
+
+/// A scalar (one lane) or vector value.
+#[derive(Clone, Debug)]
+struct Value {
+    dtype: DType,
+    lanes: Vec<Num>,
+}
+
+fn wrap_int(v: i64, d: DType) -> i64 {
+    match d {
+        DType::I8 => v as i8 as i64,
+        DType::U8 => v as u8 as i64,
+        DType::I32 => v as i32 as i64,
+        _ => v,
+    }
+}
+
+fn round_float(v: f64, d: DType) -> f64 {
+    match d {
+        DType::F16 => Data::from_f64(DType::F16, [v]).to_f64()[0],
+        _ => v as f32 as f64,
+    }
+}
+
+/// A number of dtype `d` from any lane, with the conversion rules of `cast`.
+fn convert(n: Num, d: DType) -> Num {
+    if d.is_float() {
+        Num::F(round_float(n.as_f64(), d))
+    } else if d.is_bool() {
+        Num::B(n.as_bool())
+    } else {
+        match n {
+            Num::F(v) => Num::I(match d {
+                DType::I8 => v as i8 as i64,
+                DType::U8 => v as u8 as i64,
+                DType::I32 => v as i32 as i64,
+                _ => v as i64,
+            }),
+            other => Num::I(wrap_int(other.as_i64(), d)),
+        }
+    }
+}
+
+fn to_nums(a: &NDArray) -> Vec<Num> {
+    let d = a.dtype();
+    if d.is_float() {
+        a.to_f64_vec().into_iter().map(Num::F).collect()
+    } else if d.is_bool() {
+        a.to_i64_vec().into_iter().map(|v| Num::B(v != 0)).collect()
+    } else {
+        a.to_i64_vec().into_iter().map(Num::I).collect()
+    }
+}
+
+fn from_nums(d: DType, v: &[Num]) -> Data {
+    if d.is_float() {
+        Data::from_f64(d, v.iter().map(|n| n.as_f64()))
+    } else {
+        Data::from_i64(d, v.iter().map(|n| n.as_i64()))
+    }
+}
+
+/// Error function, accurate to about 1e-13 (series below 3, continued fraction above).
+pub fn erf(x: f64) -> f64 {
+    if x.is_nan() {
+        return x;
+    }
+    let a = x.abs();
+    let r = if a < 3.0 {
+        let mut sum: f64 = 0.0;
+        let mut term = a;
+        let mut n = 0.0;
+        while term.abs() > 1e-17 * sum.abs().max(1e-300) {
+            sum += term / (2.0 * n + 1.0);
+            n += 1.0;
+            term *= -a * a / n;
+            if n > 200.0 {
+                break;
+            }
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    } else if a < 6.0 {
+        // erfc(a) = exp(-a^2)/sqrt(pi) * 1/(a + (1/2)/(a + 1/(a + (3/2)/(a + ...))))
+        let mut f = a;
+        for k in (1..=60).rev() {
+            f = a + (k as f64 / 2.0) / f;
+        }
+        1.0 - (-a * a).exp() / std::f64::consts::PI.sqrt() / f
+    } else {
+        1.0
+    };
+    if x < 0.0 { -r } else { r }
+}
+
+#[derive(Clone, Debug)]
+struct Storage {
+    dtype: DType,
+    shape: Vec<usize>,
+    data: Vec<Num>,
+}
+
+impl Storage {
+    fn zeros(dtype: DType, shape: &[usize]) -> Result<Storage> {
+        let n = shape
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .filter(|&n| n <= 1 << 28)
+            .ok_or_else(|| {
+                Error::Unsupported(format!("allocation of shape {shape:?} is too large"))
+            })?;
+        Ok(Storage {
+            dtype,
+            shape: shape.to_vec(),
+            data: vec![Num::zero(dtype); n],
+        })
+    }
+}
+
+/// A shared buffer of one block, with who touched each element since the last barrier.
+struct SharedBuf {
+    st: Storage,
+    /// (epoch, thread) of the last write.
+    last_write: Vec<Option<(u64, u32)>>,
+    /// (epoch, thread, read by several threads) of the last reads.
+    last_read: Vec<Option<(u64, u32, bool)>>,
+}
+
+#[derive(Clone, Debug)]
+struct Env {
+    vars: Vec<Option<Value>>,
+    locals: Vec<Option<Storage>>,
+    /// Linear thread index within the block.
+    thread: u32,
+    /// Whether this environment belongs to one of a block's threads.
+    in_threads: bool,
+}
+
+struct Machine<'a> {
+    func: &'a PrimFunc,
+    names: Names,
+    globals: Vec<Option<Storage>>,
+    shared: Vec<Option<SharedBuf>>,
+    epoch: u64,
+    lockstep: HashMap<*const Stmt, bool>,
+}
+
+impl<'a> Machine<'a> {
+    /// Whether `s` must run in lockstep across a block's threads.
+    fn needs_lockstep(&mut self, s: &Stmt) -> bool {
+        let key = s as *const Stmt;
+        if let Some(&b) = self.lockstep.get(&key) {
+            return b;
+        }
+        let mut found = false;
+        s.visit(&mut |x| {
+            found |= match x {
+                Stmt::Barrier => true,
+                Stmt::For {
+                    kind: ForKind::Thread(a),
+                    ..
+                } => !a.is_block(),
+                Stmt::Allocate { buffer, .. } => self
+                    .func
+                    .buffer(*buffer)
+                    .is_some_and(|b| b.scope == Scope::Shared),
+                _ => false,
+            }
+        });
+        self.lockstep.insert(key, found);
+        found
+    }
+
+    fn scalar_var(&self, var: VarId, v: i64) -> Result<Value> {
+        let d = self
+            .func
+            .var(var)
+            .ok_or_else(|| Error::Eval(format!("{var} is not in the variable arena")))?;
+        Ok(Value {
+            dtype: d.ty.dtype,
+            lanes: vec![Num::I(wrap_int(v, d.ty.dtype))],
+        })
+    }
+
+    fn set_var(env: &mut Env, var: VarId, v: Option<Value>) -> Result<()> {
+        match env.vars.get_mut(var.index()) {
+            Some(slot) => {
+                *slot = v;
+                Ok(())
+            }
+            None => Err(Error::Eval(format!("{var} is not in the variable arena"))),
+        }
+    }
+
+    fn exec(&mut self, s: &Stmt, env: &mut Env) -> Result<()> {
+        match s {
+            Stmt::Seq(v) => v.iter().try_for_each(|c| self.exec(c, env)),
+            Stmt::For {
+                var,
+                min,
+                extent,
+                kind,
+                body,
+            } => {
+                if let ForKind::Thread(a) = kind
+                    && !a.is_block()
+                {
+                    if env.in_threads {
+                        let mut threads = vec![env.clone()];
+                        return self.exec_multi(s, &mut threads);
+                    }
+                    let mut threads = vec![];
+                    for t in 0..(*extent).max(0) {
+                        let mut e = env.clone();
+                        Self::set_var(&mut e, *var, Some(self.scalar_var(*var, min + t)?))?;
+                        e.thread = t as u32;
+                        e.in_threads = true;
+                        threads.push(e);
+                    }
+                    return self.exec_multi(body, &mut threads);
+                }
+                for t in 0..(*extent).max(0) {
+                    let v = self.scalar_var(*var, min + t)?;
+                    Self::set_var(env, *var, Some(v))?;
+                    self.exec(body, env)?;
+                }
+                Self::set_var(env, *var, None)
+            }
+            Stmt::Store {
+                buffer,
+                indices,
+                value,
+            } => {
+                let idx: Vec<Value> = indices
+                    .iter()
+                    .map(|e| self.eval(e, env, false))
+                    .collect::<Result<_>>()?;
+                let v = self.eval(value, env, false)?;
+                self.store(*buffer, &idx, v, env)
+            }
+            Stmt::Allocate { buffer, body } => {
+                let b = self.func.buffer(*buffer).ok_or_else(|| {
+                    Error::Eval(format!(
+                        "allocate of {buffer}, which is not in the buffer arena"
+                    ))
+                })?;
+                let st = Storage::zeros(b.dtype, &b.shape)?;
+                match b.scope {
+                    Scope::Shared => {
+                        let n = st.data.len();
+                        self.shared[buffer.index()] = Some(SharedBuf {
+                            st,
+                            last_write: vec![None; n],
+                            last_read: vec![None; n],
+                        });
+                        let r = self.exec(body, env);
+                        self.shared[buffer.index()] = None;
+                        r
+                    }
+                    _ => {
+                        env.locals[buffer.index()] = Some(st);
+                        let r = self.exec(body, env);
+                        env.locals[buffer.index()] = None;
+                        r
+                    }
+                }
+            }
+            Stmt::If { cond, then, else_ } => {
+                if self.cond(cond, env)? {
+                    self.exec(then, env)
+                } else if let Some(e) = else_ {
+                    self.exec(e, env)
+                } else {
+                    Ok(())
+                }
+            }
+            Stmt::Let { var, value, body } => {
+                let v = self.eval(value, env, false)?;
+                Self::set_var(env, *var, Some(v))?;
+                self.exec(body, env)?;
+                Self::set_var(env, *var, None)
+            }
+            Stmt::Barrier => Err(Error::Eval(
+                "barrier outside any threadIdx-bound loop".into(),
+            )),
+        }
+    }
+
+    /// Runs `s` for all `threads` of a block, in lockstep at barriers.
+    fn exec_multi(&mut self, s: &Stmt, threads: &mut Vec<Env>) -> Result<()> {
+        if !self.needs_lockstep(s) {
+            for env in threads.iter_mut() {
+                self.exec(s, env)?;
+            }
+            return Ok(());
+        }
+        match s {
+            Stmt::Seq(v) => v.iter().try_for_each(|c| self.exec_multi(c, threads)),
+            Stmt::Barrier => {
+                self.epoch += 1;
+                Ok(())
+            }
+            Stmt::For {
+                var,
+                min,
+                extent,
+                kind,
+                body,
+            } => match kind {
+                ForKind::Thread(a) if a.is_block() => Err(Error::Unsupported(format!(
+                    "launch_thread {a} inside a threadIdx-bound loop"
+                ))),
+                ForKind::Thread(_) => {
+                    let mut inner = vec![];
+                    for env in threads.iter() {
+                        for t in 0..(*extent).max(0) {
+                            let mut e = env.clone();
+                            Self::set_var(&mut e, *var, Some(self.scalar_var(*var, min + t)?))?;
+                            e.thread = env.thread * (*extent as u32) + t as u32;
+                            inner.push(e);
+                        }
+                    }
+                    self.exec_multi(body, &mut inner)
+                }
+                _ => {
+                    for t in 0..(*extent).max(0) {
+                        let v = self.scalar_var(*var, min + t)?;
+                        for env in threads.iter_mut() {
+                            Self::set_var(env, *var, Some(v.clone()))?;
+                        }
+                        self.exec_multi(body, threads)?;
+                    }
+                    Ok(())
+                }
+            },
+            Stmt::If { cond, then, else_ } => {
+                let mut taken = vec![];
+                for env in threads.iter() {
+                    taken.push(self.cond(cond, env)?);
+                }
+                let Some(&first) = taken.first() else {
+                    return Ok(());
+                };
+                if taken.iter().any(|&t| t != first) {
+                    return Err(Error::Eval(format!(
+                        "barrier in divergent control flow: the threads of a block disagree on `if ({})`",
+                        super::printer::print_expr(self.func, cond)
+                    )));
+                }
+                if first {
+                    self.exec_multi(then, threads)
+                } else if let Some(e) = else_ {
+                    self.exec_multi(e, threads)
+                } else {
+                    Ok(())
+                }
+            }
+            Stmt::Let { var, value, body } => {
+                for env in threads.iter_mut() {
+                    let v = self.eval(value, env, false)?;
+                    Self::set_var(env, *var, Some(v))?;
+                }
+                self.exec_multi(body, threads)
+            }
+            Stmt::Allocate { buffer, body } => {
+                let b = self.func.buffer(*buffer).ok_or_else(|| {
+                    Error::Eval(format!(
+                        "allocate of {buffer}, which is not in the buffer arena"
+                    ))
+                })?;
+                let st = Storage::zeros(b.dtype, &b.shape)?;
+                if b.scope == Scope::Shared {
+                    let n = st.data.len();
+                    self.shared[buffer.index()] = Some(SharedBuf {
+                        st,
+                        last_write: vec![None; n],
+                        last_read: vec![None; n],
+                    });
+                    let r = self.exec_multi(body, threads);
+                    self.shared[buffer.index()] = None;
+                    r
+                } else {
+                    for env in threads.iter_mut() {
+                        env.locals[buffer.index()] = Some(st.clone());
+                    }
+                    let r = self.exec_multi(body, threads);
+                    for env in threads.iter_mut() {
+                        env.locals[buffer.index()] = None;
+                    }
+                    r
+                }
+            }
+            Stmt::Store { .. } => {
+                for env in threads.iter_mut() {
+                    self.exec(s, env)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn cond(&mut self, cond: &Expr, env: &Env) -> Result<bool> {
+        let c = self.eval(cond, env, false)?;
+        match (c.dtype, c.lanes.as_slice()) {
+            (DType::Bool, [n]) => Ok(n.as_bool()),
+            _ => Err(Error::Eval(format!(
+                "condition `{}` is not a scalar bool",
+                super::printer::print_expr(self.func, cond)
+            ))),
+        }
+    }
+
+    /// Flat offsets of an access, one per lane; `None` for a lane out of bounds.
+    fn offsets(
+        &self,
+        buffer: BufferId,
+        shape: &[usize],
+        idx: &[Value],
+    ) -> Result<(Vec<Option<usize>>, String)> {
+        if idx.len() != shape.len() {
+            return Err(Error::Eval(format!(
+                "{} indices for buffer {} of rank {}",
+                idx.len(),
+                self.names.buffer(buffer),
+                shape.len()
+            )));
+        }
+        let lanes = idx.iter().map(|v| v.lanes.len()).max().unwrap_or(1);
+        let mut out = Vec::with_capacity(lanes);
+        let mut bad = String::new();
+        for l in 0..lanes {
+            let mut off = 0usize;
+            let mut ok = true;
+            for (d, (v, &ext)) in idx.iter().zip(shape).enumerate() {
+                if !v.dtype.is_int() {
+                    return Err(Error::Eval(format!(
+                        "index of {} is {}",
+                        self.names.buffer(buffer),
+                        v.dtype
+                    )));
+                }
+                let n = if v.lanes.len() == 1 {
+                    v.lanes[0]
+                } else {
+                    *v.lanes.get(l).unwrap_or(&v.lanes[0])
+                };
+                let i = n.as_i64();
+                if i < 0 || i as u64 >= ext as u64 {
+                    ok = false;
+                    if bad.is_empty() {
+                        bad = format!("index {i} in dim {d} (extent {ext})");
+                    }
+                } else {
+                    off = off * ext + i as usize;
+                }
+            }
+            out.push(ok.then_some(off));
+        }
+        Ok((out, bad))
+    }
+
+    fn store(&mut self, buffer: BufferId, idx: &[Value], v: Value, env: &mut Env) -> Result<()> {
+        let b = self.func.buffer(buffer).ok_or_else(|| {
+            Error::Eval(format!(
+                "store to {buffer}, which is not in the buffer arena"
+            ))
+        })?;
+        let name = self.names.buffer(buffer);
+        if v.dtype != b.dtype {
+            return Err(Error::Eval(format!(
+                "store of {} to buffer {name} of {}",
+                v.dtype, b.dtype
+            )));
+        }
+        let (offs, bad) = self.offsets(buffer, &b.shape, idx)?;
+        if offs.iter().any(|o| o.is_none()) {
+            return Err(Error::Eval(format!("store to {name} out of bounds: {bad}")));
+        }
+        if v.lanes.len() != offs.len() && v.lanes.len() != 1 {
+            return Err(Error::Eval(format!(
+                "store of {} lanes to {} indices of {name}",
+                v.lanes.len(),
+                offs.len()
+            )));
+        }
+        let (epoch, thread, threaded) = (self.epoch, env.thread, env.in_threads);
+        let lane = |k: usize| {
+            if v.lanes.len() == 1 {
+                v.lanes[0]
+            } else {
+                v.lanes[k]
+            }
+        };
+        match b.scope {
+            Scope::Shared => {
+                let sb = self.shared[buffer.index()].as_mut().ok_or_else(|| {
+                    Error::Eval(format!("shared buffer {name} used outside its allocation"))
+                })?;
+                for (k, o) in offs.iter().enumerate() {
+                    let o = o.expect("checked");
+                    if threaded {
+                        let w = sb.last_write[o].filter(|&(e, t)| e == epoch && t != thread);
+                        let r = sb.last_read[o]
+                            .filter(|&(e, t, multi)| e == epoch && (t != thread || multi));
+                        if let Some((_, other)) = w.or(r.map(|(e, t, _)| (e, t))) {
+                            return Err(Error::Eval(format!(
+                                "data race on shared buffer {name}: thread {thread} writes element {o} that thread {other} accessed since the last barrier"
+                            )));
+                        }
+                        sb.last_write[o] = Some((epoch, thread));
+                    }
+                    sb.st.data[o] = lane(k);
+                }
+            }
+            Scope::Global => {
+                let st = self.globals[buffer.index()]
+                    .as_mut()
+                    .ok_or_else(|| Error::Eval(format!("buffer {name} is not a parameter")))?;
+                for (k, o) in offs.iter().enumerate() {
+                    st.data[o.expect("checked")] = lane(k);
+                }
+            }
+            Scope::Local => {
+                let st = env.locals[buffer.index()].as_mut().ok_or_else(|| {
+                    Error::Eval(format!("local buffer {name} used outside its allocation"))
+                })?;
+                for (k, o) in offs.iter().enumerate() {
+                    st.data[o.expect("checked")] = lane(k);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn load(&mut self, buffer: BufferId, idx: &[Value], env: &Env, guarded: bool) -> Result<Value> {
+        let b = self.func.buffer(buffer).ok_or_else(|| {
+            Error::Eval(format!(
+                "load from {buffer}, which is not in the buffer arena"
+            ))
+        })?;
+        let name = self.names.buffer(buffer);
+        let (offs, bad) = self.offsets(buffer, &b.shape, idx)?;
+        if !guarded && offs.iter().any(|o| o.is_none()) {
+            return Err(Error::Eval(format!(
+                "load from {name} out of bounds: {bad}"
+            )));
+        }
+        let (epoch, thread, threaded) = (self.epoch, env.thread, env.in_threads);
+        let zero = Num::zero(b.dtype);
+        let lanes = match b.scope {
+            Scope::Shared => {
+                let sb = self.shared[buffer.index()].as_mut().ok_or_else(|| {
+                    Error::Eval(format!("shared buffer {name} used outside its allocation"))
+                })?;
+                let mut out = vec![];
+                for o in &offs {
+                    let Some(o) = *o else {
+                        out.push(zero);
+                        continue;
+                    };
+                    if threaded {
+                        if let Some((e, w)) = sb.last_write[o]
+                            && e == epoch
+                            && w != thread
+                        {
+                            return Err(Error::Eval(format!(
+                                "data race on shared buffer {name}: thread {thread} reads element {o} that thread {w} wrote since the last barrier"
+                            )));
+                        }
+                        sb.last_read[o] = match sb.last_read[o] {
+                            Some((e, t, m)) if e == epoch => Some((e, t, m || t != thread)),
+                            _ => Some((epoch, thread, false)),
+                        };
+                    }
+                    out.push(sb.st.data[o]);
+                }
+                out
+            }
+            scope => {
+                let st = match scope {
+                    Scope::Global => self.globals[buffer.index()].as_ref(),
+                    _ => env.locals[buffer.index()].as_ref(),
+                }
+                .ok_or_else(|| Error::Eval(format!("buffer {name} is not bound here")))?;
+                offs.iter()
+                    .map(|o| o.map_or(zero, |o| st.data[o]))
+                    .collect()
+            }
+        };
+        Ok(Value {
+            dtype: b.dtype,
+            lanes,
+        })
+    }
+
+    fn eval(&mut self, e: &Expr, env: &Env, guarded: bool) -> Result<Value> {
+        let scalar = |dtype, n| Value {
+            dtype,
+            lanes: vec![n],
+        };
+        Ok(match e {
+            Expr::Int { value, dtype } => scalar(*dtype, convert(Num::I(*value), *dtype)),
+            Expr::Float { value, dtype } => scalar(*dtype, convert(Num::F(*value), *dtype)),
+            Expr::Bool(b) => scalar(DType::Bool, Num::B(*b)),
+            Expr::Var(v) => env.vars.get(v.index()).cloned().flatten().ok_or_else(|| {
+                Error::Eval(format!(
+                    "variable {} used outside its scope",
+                    self.names.var(*v)
+                ))
+            })?,
+            Expr::Load { buffer, indices } => {
+                let idx: Vec<Value> = indices
+                    .iter()
+                    .map(|i| self.eval(i, env, guarded))
+                    .collect::<Result<_>>()?;
+                self.load(*buffer, &idx, env, guarded)?
+            }
+            Expr::Binary { op, lhs, rhs } => {
+                let a = self.eval(lhs, env, guarded)?;
+                let b = self.eval(rhs, env, guarded)?;
+                binary(*op, &a, &b)?
+            }
+            Expr::Not(x) => {
+                let v = self.eval(x, env, guarded)?;
+                Value {
+                    dtype: DType::Bool,
+                    lanes: v.lanes.iter().map(|n| Num::B(!n.as_bool())).collect(),
+                }
+            }
+            Expr::Select { cond, then, else_ } => {
+                let c = self.eval(cond, env, guarded)?;
+                if c.lanes.len() == 1 {
+                    let chosen = if c.lanes[0].as_bool() { then } else { else_ };
+                    self.eval(chosen, env, guarded)?
+                } else {
+                    let a = self.eval(then, env, true)?;
+                    let b = self.eval(else_, env, true)?;
+                    if a.lanes.len() != c.lanes.len() || b.lanes.len() != c.lanes.len() {
+                        return Err(Error::Eval("select lanes differ".into()));
+                    }
+                    Value {
+                        dtype: a.dtype,
+                        lanes: (0..c.lanes.len())
+                            .map(|l| {
+                                if c.lanes[l].as_bool() {
+                                    a.lanes[l]
+                                } else {
+                                    b.lanes[l]
+                                }
+                            })
+                            .collect(),
+                    }
+                }
+            }
+            Expr::Cast { to, value } => {
+                let v = self.eval(value, env, guarded)?;
+                Value {
+                    dtype: *to,
+                    lanes: v.lanes.iter().map(|&n| convert(n, *to)).collect(),
+                }
+            }
+            Expr::Call { intrinsic, args } => {
+                let vals: Vec<Value> = args
+                    .iter()
+                    .map(|a| self.eval(a, env, guarded))
+                    .collect::<Result<_>>()?;
+                call(*intrinsic, &vals)?
+            }
+            Expr::Ramp {
+                base,
+                stride,
+                lanes,
+            } => {
+                let b = self.eval(base, env, guarded)?;
+                let s = self.eval(stride, env, guarded)?;
+                if !b.dtype.is_int() || b.lanes.len() != 1 || s.lanes.len() != 1 {
+                    return Err(Error::Eval(
+                        "ramp base and stride must be integer scalars".into(),
+                    ));
+                }
+                let (b0, s0) = (b.lanes[0].as_i64(), s.lanes[0].as_i64());
+                Value {
+                    dtype: b.dtype,
+                    lanes: (0..*lanes as i64)
+                        .map(|l| Num::I(wrap_int(b0.wrapping_add(s0.wrapping_mul(l)), b.dtype)))
+                        .collect(),
+                }
+            }
+            Expr::Broadcast { value, lanes } => {
+                let v = self.eval(value, env, guarded)?;
+                if v.lanes.len() != 1 {
+                    return Err(Error::Eval("broadcast of a vector".into()));
+                }
+                Value {
+                    dtype: v.dtype,
+                    lanes: vec![v.lanes[0]; *lanes as usize],
+                }
+            }
+        })
+    }
+}
+
+fn binary(op: BinOp, a: &Value, b: &Value) -> Result<Value> {
+    if a.dtype != b.dtype || a.lanes.len() != b.lanes.len() {
+        return Err(Error::Eval(format!(
+            "operands of {op:?} have different types ({}x{} and {}x{})",
+            a.dtype,
+            a.lanes.len(),
+            b.dtype,
+            b.lanes.len()
+        )));
+    }
+    let d = a.dtype;
+    let out_dtype = if op.is_comparison() { DType::Bool } else { d };
+    let mut lanes = Vec::with_capacity(a.lanes.len());
+    for (&x, &y) in a.lanes.iter().zip(&b.lanes) {
+        lanes.push(binary_num(op, d, x, y)?);
+    }
+    Ok(Value {
+        dtype: out_dtype,
+        lanes,
+    })
+}
+
+fn binary_num(op: BinOp, d: DType, x: Num, y: Num) -> Result<Num> {
+    use BinOp::*;
+    if op.is_comparison() {
+        let r = if d.is_float() {
+            let (x, y) = (x.as_f64(), y.as_f64());
+            match op {
+                Eq => x == y,
+                Ne => x != y,
+                Lt => x < y,
+                Le => x <= y,
+                Gt => x > y,
+                _ => x >= y,
+            }
+        } else {
+            let (x, y) = (x.as_i64(), y.as_i64());
+            match op {
+                Eq => x == y,
+                Ne => x != y,
+                Lt => x < y,
+                Le => x <= y,
+                Gt => x > y,
+                _ => x >= y,
+            }
+        };
+        return Ok(Num::B(r));
+    }
+    if d.is_bool() {
+        let (x, y) = (x.as_bool(), y.as_bool());
+        return match op {
+            And => Ok(Num::B(x && y)),
+            Or => Ok(Num::B(x || y)),
+            _ => Err(Error::Eval(format!("{op:?} on bool"))),
+        };
+    }
+    if d.is_float() {
+        let (x, y) = (x.as_f64() as f32, y.as_f64() as f32);
+        let r = match op {
+            Add => x + y,
+            Sub => x - y,
+            Mul => x * y,
+            Div => x / y,
+            Min => x.min(y),
+            Max => x.max(y),
+            _ => return Err(Error::Eval(format!("{op:?} on {d}"))),
+        };
+        return Ok(Num::F(round_float(r as f64, d)));
+    }
+    let (x, y) = (x.as_i64(), y.as_i64());
+    let zero_div = || Error::Eval(format!("integer division by zero ({op:?})"));
+    let r = match op {
+        Add => x.wrapping_add(y),
+        Sub => x.wrapping_sub(y),
+        Mul => x.wrapping_mul(y),
+        Div => x.checked_div(y).ok_or_else(zero_div).or_else(|e| {
+            if y == -1 {
+                Ok(x.wrapping_neg())
+            } else {
+                Err(e)
+            }
+        })?,
+        FloorDiv => {
+            if y == 0 {
+                return Err(zero_div());
+            }
+            let q = x.wrapping_div(y);
+            if x.wrapping_rem(y) != 0 && ((x < 0) != (y < 0)) {
+                q - 1
+            } else {
+                q
+            }
+        }
+        FloorMod => {
+            if y == 0 {
+                return Err(zero_div());
+            }
+            let r = x.wrapping_rem(y);
+            if r != 0 && ((r < 0) != (y < 0)) {
+                r + y
+            } else {
+                r
+            }
+        }
+        Min => x.min(y),
+        Max => x.max(y),
+        _ => return Err(Error::Eval(format!("{op:?} on {d}"))),
+    };
+    Ok(Num::I(wrap_int(r, d)))
+}
+
+fn call(intrinsic: Intrinsic, args: &[Value]) -> Result<Value> {
+    if args.len() != intrinsic.arity() {
+        return Err(Error::Eval(format!(
+            "`{}` takes {} arguments, got {}",
+            intrinsic.name(),
+            intrinsic.arity(),
+            args.len()
+        )));
+    }
+    let d = args[0].dtype;
+    let n = args[0].lanes.len();
+    if args.iter().any(|a| a.dtype != d || a.lanes.len() != n) {
+        return Err(Error::Eval(format!(
+            "arguments of `{}` differ in type",
+            intrinsic.name()
+        )));
+    }
+    if !d.is_float() {
+        if intrinsic == Intrinsic::Abs && d.is_int() {
+            return Ok(Value {
+                dtype: d,
+                lanes: args[0]
+                    .lanes
+                    .iter()
+                    .map(|x| Num::I(wrap_int(x.as_i64().wrapping_abs(), d)))
+                    .collect(),
+            });
+        }
+        return Err(Error::Eval(format!("`{}` of {d}", intrinsic.name())));
+    }
+    let mut lanes = Vec::with_capacity(n);
+    for l in 0..n {
+        let x = args[0].lanes[l].as_f64() as f32;
+        let arg = |k: usize| args[k].lanes[l].as_f64() as f32;
+        let r = match intrinsic {
+            Intrinsic::Exp => x.exp(),
+            Intrinsic::Log => x.ln(),
+            Intrinsic::Sqrt => x.sqrt(),
+            Intrinsic::Rsqrt => 1.0 / x.sqrt(),
+            Intrinsic::Tanh => x.tanh(),
+            Intrinsic::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            Intrinsic::Erf => erf(x as f64) as f32,
+            Intrinsic::Fma => x.mul_add(arg(1), arg(2)),
+            Intrinsic::Pow => x.powf(arg(1)),
+            Intrinsic::Abs => x.abs(),
+            Intrinsic::Floor => x.floor(),
+            Intrinsic::Ceil => x.ceil(),
+        };
+        lanes.push(Num::F(round_float(r as f64, d)));
+    }
+    Ok(Value { dtype: d, lanes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tir::parse;
+
+    #[test]
+    fn erf_matches_known_values() {
+        for (x, want) in [
+            (0.0, 0.0),
+            (0.5, 0.5204998778130465),
+            (1.0, 0.8427007929497149),
+            (2.5, 0.999593047982555),
+            (3.5, 0.9999992569016276),
+            (-1.0, -0.8427007929497149),
+        ] {
+            assert!(
+                (erf(x) - want).abs() < 1e-12,
+                "erf({x}) = {} want {want}",
+                erf(x)
+            );
+        }
+    }
+
+    #[test]
+    fn integer_semantics() {
+        let i = |v| Num::I(v);
+        assert_eq!(
+            binary_num(BinOp::Add, DType::I8, i(127), i(1)).unwrap(),
+            i(-128)
+        );
+        assert_eq!(
+            binary_num(BinOp::Div, DType::I32, i(-7), i(2)).unwrap(),
+            i(-3)
+        );
+        assert_eq!(
+            binary_num(BinOp::FloorDiv, DType::I32, i(-7), i(2)).unwrap(),
+            i(-4)
+        );
+        assert_eq!(
+            binary_num(BinOp::FloorMod, DType::I32, i(-7), i(2)).unwrap(),
+            i(1)
+        );
+        assert!(binary_num(BinOp::Div, DType::I32, i(1), i(0)).is_err());
+        assert_eq!(convert(Num::F(300.7), DType::U8), i(255));
+        assert_eq!(convert(Num::I(300), DType::U8), i(44));
+    }
+
+    #[test]
+    fn float32_math_is_f32() {
+        let r = binary_num(
+            BinOp::Add,
+            DType::F32,
+            Num::F(0.1f32 as f64),
+            Num::F(0.2f32 as f64),
+        )
+        .unwrap();
+        assert_eq!(r, Num::F((0.1f32 + 0.2f32) as f64));
+        let h = binary_num(BinOp::Add, DType::F16, Num::F(1.0), Num::F(0.0001)).unwrap();
+        assert_eq!(h, Num::F(1.0));
+    }
+
+    #[test]
+    fn out_of_bounds_is_an_error() {
+        let f = parse(
+            "primfn @k(%a: Buffer[(4), float32, global], out %c: Buffer[(4), float32, global]) {
+            for (%i, 0, 4) { %c[%i] = %a[%i + 1] }
+        }",
+        )
+        .unwrap();
+        let a = NDArray::zeros([4], DType::F32);
+        let err = run_with_inputs(&f, &[a]).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "evaluation error: load from %a out of bounds: index 4 in dim 0 (extent 4)"
+        );
+    }
+}

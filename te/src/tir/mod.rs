@@ -1,0 +1,32 @@
+//! Kiln's loop IR (TVM's TIR): one [`PrimFunc`] is one kernel — its buffer parameters,
+//! arenas of buffers and scalar variables, and a statement body made of loops, stores,
+//! allocations, conditionals, lets and barriers over [`Expr`] trees.
+//!
+//! Schedules and lowering *produce* this IR; backends (Cranelift, CUDA PTX, SPIR-V)
+//! *consume* it. Everything they need is explicit: every buffer has a static shape,
+//! dtype and [`Scope`]; every loop has constant bounds and a [`ForKind`]; every access is
+//! multi-dimensional (one index per dimension, row-major, backends flatten with strides).
+//!
+//! - [`types`]: typed ids, buffers, scopes, value types;
+//! - [`expr`] / [`stmt`]: the trees, with constructor helpers and operator overloading;
+//! - [`func`]: [`PrimFunc`] and [`PrimFuncBuilder`];
+//! - [`printer`] / [`parser`]: the text form (round trip is tested);
+//! - [`verify`]: types, scoping, thread nesting and the bounds proof;
+//! - [`interp`]: the loop-IR interpreter (the second oracle, for lowering).
+
+pub mod expr;
+pub mod func;
+pub mod interp;
+pub mod parser;
+pub mod printer;
+pub mod stmt;
+pub mod types;
+pub mod verify;
+
+pub use expr::{BinOp, Expr, Intrinsic};
+pub use func::{PrimFunc, PrimFuncBuilder, VarDecl};
+pub use interp::{run, run_with_inputs};
+pub use parser::parse;
+pub use stmt::{ForKind, Stmt, ThreadAxis};
+pub use types::{Buffer, BufferId, Scope, ValueType, VarId};
+pub use verify::{VerifyError, verify};
