@@ -9,7 +9,7 @@ use kiln_ir::attrs::{AttrReader, AttrWriter};
 use kiln_ir::interp::{Inputs, evaluate};
 use kiln_ir::op::{CustomOp, CustomOpDef, OpRegistry};
 use kiln_ir::text::{PrintOptions, parse_module_with, print_module};
-use kiln_ir::{DType, Error, NDArray, Result, Type, Value};
+use kiln_ir::{Error, NDArray, Result, Type, Value};
 
 /// `research.swish`: elementwise `x * sigmoid(beta * x)` on float tensors.
 #[derive(Debug)]
@@ -61,7 +61,7 @@ fn swish_from_attrs(r: &mut AttrReader) -> Result<CustomOp> {
     Ok(CustomOp::new(Swish { beta }))
 }
 
-fn main() -> Result<()> {
+pub fn main() -> Result<()> {
     let mut registry = OpRegistry::new();
     registry.register("research.swish", swish_from_attrs)?;
 
@@ -101,6 +101,5 @@ def @main(%x: Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32] {
             ));
         }
     }
-    let _ = DType::F32;
     Ok(())
 }

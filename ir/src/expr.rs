@@ -204,7 +204,21 @@ impl Module {
         let op = op.into();
         self.check_ids(args)?;
         let arg_types: Vec<Type> = args.iter().map(|&a| self.ty(a).clone()).collect();
+        for (i, t) in arg_types.iter().enumerate() {
+            if let Some(big) = t.oversized_tensor() {
+                return Err(Error::ty(
+                    op.name(),
+                    format!("argument {i} has type {big}, more than 2^56 elements"),
+                ));
+            }
+        }
         let ty = op.infer_type(&arg_types)?;
+        if let Some(big) = ty.oversized_tensor() {
+            return Err(Error::ty(
+                op.name(),
+                format!("the result type {big} has more than 2^56 elements"),
+            ));
+        }
         Ok(self.push_unchecked(
             ExprKind::Call {
                 callee: Callee::Op(op),

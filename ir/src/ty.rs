@@ -5,6 +5,10 @@ use std::fmt;
 
 use crate::dtype::DType;
 
+/// The most elements a tensor type may have (2^56), so that sizes derived from a
+/// valid type (bytes, strides, padded extents) cannot overflow `usize`.
+pub const MAX_ELEMENTS: usize = 1 << 56;
+
 /// A tensor type: a static shape and an element type.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TensorType {
@@ -32,6 +36,14 @@ impl TensorType {
     /// Number of elements.
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
+    }
+
+    /// Whether the element count exceeds [`MAX_ELEMENTS`] (or overflows computing it).
+    pub fn is_oversized(&self) -> bool {
+        self.shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .is_none_or(|n| n > MAX_ELEMENTS)
     }
 
     /// Bytes of a contiguous tensor of this type.
@@ -75,6 +87,13 @@ impl Type {
             Type::Tuple(t) => Some(t),
             _ => None,
         }
+    }
+
+    /// The first tensor inside this type with more than [`MAX_ELEMENTS`] elements.
+    pub fn oversized_tensor(&self) -> Option<&TensorType> {
+        self.flatten_tensors()
+            .into_iter()
+            .find(|t| t.is_oversized())
     }
 
     /// The tensor types of this type flattened in order (a tensor is one, a tuple its

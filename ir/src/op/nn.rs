@@ -385,8 +385,25 @@ fn window_out(
             format!("the window {axis} is 0 (data {})", fmt_shape(&data.shape)),
         ));
     }
-    let eff = dilation * (kernel - 1) + 1;
-    let padded = input + pads.0 + pads.1;
+    let too_large = || {
+        Error::ty(
+            op,
+            format!(
+                "the window {axis} (kernel {kernel}, dilation {dilation}) or padding ({} + {}) is too large for data {}",
+                pads.0,
+                pads.1,
+                fmt_shape(&data.shape)
+            ),
+        )
+    };
+    let eff = dilation
+        .checked_mul(kernel - 1)
+        .and_then(|e| e.checked_add(1))
+        .ok_or_else(too_large)?;
+    let padded = input
+        .checked_add(pads.0)
+        .and_then(|p| p.checked_add(pads.1))
+        .ok_or_else(too_large)?;
     if eff > padded {
         return Err(Error::ty(
             op,

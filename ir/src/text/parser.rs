@@ -39,14 +39,10 @@ use crate::expr::{ExprId, FnAttrs, Module};
 use crate::op::OpRegistry;
 use crate::tensor::{Data, NDArray};
 use crate::text::lexer::{Lexer, Pos, Tok, Token};
-use crate::ty::{FuncType, Type, fmt_shape};
+use crate::ty::{FuncType, TensorType, Type, fmt_shape};
 
 /// How deeply expressions, types and attribute lists may nest.
 pub const MAX_NESTING: usize = 100;
-
-/// The largest number of elements a tensor type in the text may have (2^56), so that
-/// sizes computed from it cannot overflow.
-const MAX_ELEMENTS: u128 = 1 << 56;
 
 /// Parses the text form with the built-in ops.
 pub fn parse_module(text: &str) -> Result<Module> {
@@ -164,14 +160,6 @@ fn split_literal(text: &str) -> Literal<'_> {
         suffix: &text[i..],
         float_like,
     }
-}
-
-/// Whether a dimension or the element count of `shape` exceeds [`MAX_ELEMENTS`].
-fn too_many_elements(shape: &[usize]) -> bool {
-    let elements = shape
-        .iter()
-        .try_fold(1u128, |acc, &d| acc.checked_mul(d as u128));
-    shape.iter().any(|&d| d as u128 > MAX_ELEMENTS) || elements.is_none_or(|n| n > MAX_ELEMENTS)
 }
 
 /// Whether `v` fits integer dtype `dtype`.
@@ -776,19 +764,8 @@ impl<'t> Parser<'t, '_> {
             Error::UnknownOp(n) => pos.error(format!("unknown op `{n}`")),
             e => pos.error(e.to_string()),
         })?;
-        let id = self.m.call(op, &args).map_err(at(pos))?;
-        // The same size limit as for written types, so later ops never see absurd shapes.
-        let ty = self.m.ty(id);
-        if ty
-            .flatten_tensors()
-            .iter()
-            .any(|t| too_many_elements(&t.shape))
-        {
-            return Err(pos.error(format!(
-                "the result of `{name}` would be {ty}, which has too many elements"
-            )));
-        }
-        Ok(id)
+        // `Module::call` refuses results over the size limit, as for written types.
+        self.m.call(op, &args).map_err(at(pos))
     }
 
     fn meta_constant(&mut self, pos: Pos, k: usize) -> Result<ExprId> {
@@ -924,7 +901,7 @@ impl<'t> Parser<'t, '_> {
                     }
                 }
                 self.next();
-                if too_many_elements(&shape) {
+                if TensorType::new(shape.clone(), DType::F32).is_oversized() {
                     return Err(shape_pos
                         .error(format!("shape {} has too many elements", fmt_shape(&shape))));
                 }

@@ -1103,8 +1103,16 @@ fn absurd_inferred_shapes_are_refused() {
     let e = parse_module(text).unwrap_err().to_string();
     assert_eq!(
         e,
-        "parse error at 2:3: the result of `nn.conv2d` would be Tensor[(1, 1, 9223372036854775811, 4), float32], \
-         which has too many elements"
+        "parse error at 2:3: type error in `nn.conv2d`: the result type \
+         Tensor[(1, 1, 9223372036854775811, 4), float32] has more than 2^56 elements"
+    );
+    // Padding whose sum overflows is refused by the type rule itself.
+    let text = "def @main(%x: Tensor[(1, 1, 4, 4), float32]) {\n  \
+                nn.max_pool2d(%x, pool_size=[1, 1], padding=[9223372036854775807, 0, 9223372036854775807, 0])\n}";
+    let e = parse_module(text).unwrap_err().to_string();
+    assert!(
+        e.contains("type error in `nn.max_pool2d`") && e.contains("too large"),
+        "{e}"
     );
 }
 
