@@ -24,7 +24,7 @@ pub fn load(spec: &str) -> Result<Model> {
         }
         let text = std::fs::read_to_string(spec)
             .with_context(|| format!("cannot read model file `{spec}`"))?;
-        let module = parse_module(&text).with_context(|| format!("{spec}"))?;
+        let module = parse_module(&text).with_context(|| spec.to_string())?;
         (module, Params::new())
     };
     verify::verify(&module).with_context(|| format!("{spec} is not a valid module"))?;

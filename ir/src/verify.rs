@@ -243,12 +243,11 @@ impl Verifier<'_> {
             outer.clone()
         };
         for &p in &f.params {
-            if let Some(&other) = binder.get(&p) {
-                if other != func {
-                    let msg =
-                        format!("variable is a parameter of two functions ({other} and {func})");
-                    self.error(p, msg);
-                }
+            if let Some(&other) = binder.get(&p)
+                && other != func
+            {
+                let msg = format!("variable is a parameter of two functions ({other} and {func})");
+                self.error(p, msg);
             }
             binder.insert(p, func);
             scope.insert(p);

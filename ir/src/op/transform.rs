@@ -722,7 +722,7 @@ impl Split {
         let len = shape[axis];
         let ranges = match &self.indices_or_sections {
             SplitSpec::Sections(n) => {
-                if len % n != 0 {
+                if !len.is_multiple_of(*n) {
                     return Err(Error::ty(
                         "split",
                         format!(

@@ -89,20 +89,20 @@ fn scan(text: &str) -> (Option<(usize, Lexer<'_>)>, HashSet<String>) {
         if t.tok == Tok::Eof {
             break;
         }
-        if let (Some(Tok::Ident(d)), Tok::Global(name)) = (last.back().map(|t| &t.tok), &t.tok) {
-            if d == "def" {
-                declared.insert(name.clone());
-            }
+        if let (Some(Tok::Ident(d)), Tok::Global(name)) = (last.back().map(|t| &t.tok), &t.tok)
+            && d == "def"
+        {
+            declared.insert(name.clone());
         }
         if last.len() == 4 {
             last.pop_front();
         }
         last.push_back(t);
         let toks: Vec<&Tok> = last.iter().map(|t| &t.tok).collect();
-        if let [Tok::Hash, Tok::LBracket, Tok::Ident(w), Tok::RBracket] = toks.as_slice() {
-            if w == "metadata" {
-                return (Some((last[0].offset, lexer)), declared);
-            }
+        if let [Tok::Hash, Tok::LBracket, Tok::Ident(w), Tok::RBracket] = toks.as_slice()
+            && w == "metadata"
+        {
+            return (Some((last[0].offset, lexer)), declared);
         }
     }
     (None, declared)
@@ -203,12 +203,21 @@ impl Values {
             Values::F32(v) => float().map(|x| v.push(x)),
             Values::F16(v) => float().map(|x| v.push(f16::from_f32(x))),
             Values::Bool(v) => match s {
-                "True" => Some(v.push(true)),
-                "False" => Some(v.push(false)),
+                "True" => {
+                    let _: () = v.push(true);
+                    Some(())
+                }
+                "False" => {
+                    let _: () = v.push(false);
+                    Some(())
+                }
                 _ => None,
             },
             Values::Int(dtype, v) => match s.parse::<i64>() {
-                Ok(i) if int_fits(*dtype, i) => Some(v.push(i)),
+                Ok(i) if int_fits(*dtype, i) => {
+                    let _: () = v.push(i);
+                    Some(())
+                }
                 Ok(_) => return Err(pos.error(format!("value {s} does not fit {dtype}"))),
                 Err(_) => None,
             },
@@ -386,10 +395,11 @@ impl<'t> Parser<'t, '_> {
         let t = self.next();
         if let Tok::Number(text) = &t.tok {
             let lit = split_literal(text);
-            if !lit.float_like && matches!(lit.suffix, "" | "i32" | "i64") {
-                if let Ok(v) = lit.num.parse::<usize>() {
-                    return Ok((t.pos, v));
-                }
+            if !lit.float_like
+                && matches!(lit.suffix, "" | "i32" | "i64")
+                && let Ok(v) = lit.num.parse::<usize>()
+            {
+                return Ok((t.pos, v));
             }
         }
         Err(t.pos.error(format!(

@@ -29,7 +29,7 @@ pub fn resnet(
     let (units, filters, bottleneck): (Vec<usize>, Vec<usize>, bool) = if height <= 28 {
         if (num_layers as i64 - 2) % 9 == 0 && num_layers >= 164 {
             (vec![(num_layers - 2) / 9; 3], vec![16, 64, 128, 256], true)
-        } else if (num_layers as i64 - 2) % 6 == 0 && num_layers < 164 && num_layers >= 8 {
+        } else if (num_layers as i64 - 2) % 6 == 0 && (8..164).contains(&num_layers) {
             (vec![(num_layers - 2) / 6; 3], vec![16, 16, 32, 64], false)
         } else {
             return Err(Error::InvalidArgument(format!(
