@@ -48,6 +48,12 @@ pub enum AttrValue {
 /// Formats a float the way Relay does: shortest round-trip digits, two-digit exponent
 /// (`2e-05`, `1e+20`, `0.5`, `1`), with special values `inf`, `-inf`, `nan`.
 pub fn fmt_float(x: f64) -> String {
+    relay_float(x, x)
+}
+
+/// Formats `shortest` (whose `Display` gives the shortest digits that read back to the
+/// same value in its own precision) with Relay's exponent rules; `x` is its value.
+pub(crate) fn relay_float(x: f64, shortest: impl fmt::Display + fmt::LowerExp) -> String {
     if x.is_nan() {
         return "nan".into();
     }
@@ -55,9 +61,9 @@ pub fn fmt_float(x: f64) -> String {
         return if x > 0.0 { "inf".into() } else { "-inf".into() };
     }
     let s = if x != 0.0 && (x.abs() < 1e-4 || x.abs() >= 1e16) {
-        format!("{x:e}")
+        format!("{shortest:e}")
     } else {
-        format!("{x}")
+        format!("{shortest}")
     };
     match s.split_once('e') {
         Some((mantissa, exp)) => {

@@ -89,7 +89,8 @@ fn with_expected(input: &str, actual: &str) -> String {
 fn check_reprint(m: &Module) -> Result<(), String> {
     let plain = PrintOptions::default();
     let first = print_module(m, &plain);
-    let again = parse_module(&first).map_err(|e| format!("the printed text does not parse: {e}\n{first}"))?;
+    let again = parse_module(&first)
+        .map_err(|e| format!("the printed text does not parse: {e}\n{first}"))?;
     let second = print_module(&again, &plain);
     if second != first {
         return Err(format!("printing twice differs:\n{first}\n---\n{second}"));
@@ -103,26 +104,41 @@ fn eval_inputs(m: &Module, input: &str) -> Result<Inputs, String> {
     let main = m.main().map_err(|e| e.to_string())?;
     let mut inputs = Inputs::new();
     for line in input.lines() {
-        let Some(spec) = line.strip_prefix("// input ") else { continue };
-        let (name, values) = spec.split_once('=').ok_or_else(|| format!("bad input line `{line}`"))?;
+        let Some(spec) = line.strip_prefix("// input ") else {
+            continue;
+        };
+        let (name, values) = spec
+            .split_once('=')
+            .ok_or_else(|| format!("bad input line `{line}`"))?;
         let name = name.trim();
         let param = main
             .params
             .iter()
             .find(|&&p| m.var_name(p) == Some(name))
             .ok_or_else(|| format!("input `{name}` is not a parameter of @main"))?;
-        let ty = m.ty(*param).as_tensor().ok_or_else(|| format!("input `{name}` is not a tensor"))?;
+        let ty = m
+            .ty(*param)
+            .as_tensor()
+            .ok_or_else(|| format!("input `{name}` is not a tensor"))?;
         let values: Vec<f64> = values
             .split(',')
-            .map(|v| v.trim().parse::<f64>().map_err(|e| format!("input `{name}`: `{v}`: {e}")))
+            .map(|v| {
+                v.trim()
+                    .parse::<f64>()
+                    .map_err(|e| format!("input `{name}`: `{v}`: {e}"))
+            })
             .collect::<Result<_, _>>()?;
-        let value = NDArray::from_f64(ty.shape.clone(), ty.dtype, values).map_err(|e| format!("input `{name}`: {e}"))?;
+        let value = NDArray::from_f64(ty.shape.clone(), ty.dtype, values)
+            .map_err(|e| format!("input `{name}`: {e}"))?;
         inputs.insert(name.to_string(), value);
     }
     for (i, &p) in main.params.iter().enumerate() {
         let name = m.var_name(p).unwrap_or_default();
         if let (false, Some(t)) = (inputs.contains_key(name), m.ty(p).as_tensor()) {
-            inputs.insert(name.to_string(), NDArray::random(t.shape.clone(), t.dtype, i as u64));
+            inputs.insert(
+                name.to_string(),
+                NDArray::random(t.shape.clone(), t.dtype, i as u64),
+            );
         }
     }
     Ok(inputs)
@@ -131,8 +147,17 @@ fn eval_inputs(m: &Module, input: &str) -> Result<Inputs, String> {
 /// An output as `Tensor[...] = [v, ...]` with 6 significant digits.
 fn show_output(t: &NDArray) -> String {
     let values: Vec<String> = match t.dtype() {
-        DType::Bool => t.to_vec::<bool>().unwrap().iter().map(|b| b.to_string()).collect(),
-        d if d.is_float() => t.to_f64_vec().iter().map(|v| format!("{}", (v * 1e6).round() / 1e6)).collect(),
+        DType::Bool => t
+            .to_vec::<bool>()
+            .unwrap()
+            .iter()
+            .map(|b| b.to_string())
+            .collect(),
+        d if d.is_float() => t
+            .to_f64_vec()
+            .iter()
+            .map(|v| format!("{}", (v * 1e6).round() / 1e6))
+            .collect(),
         _ => t.to_i64_vec().iter().map(|v| v.to_string()).collect(),
     };
     format!("{} = [{}]", t.ty(), values.join(", "))
@@ -152,7 +177,9 @@ fn run(command: &str, input: &str) -> Result<String, String> {
             check_reprint(&m)?;
             kiln_ir::verify::verify(&m).map_err(|e| e.to_string())?;
             let inputs = eval_inputs(&m, input)?;
-            let outputs = evaluate(&m, &inputs).map_err(|e| format!("evaluation failed: {e}"))?.flatten();
+            let outputs = evaluate(&m, &inputs)
+                .map_err(|e| format!("evaluation failed: {e}"))?
+                .flatten();
             Ok(outputs
                 .iter()
                 .enumerate()

@@ -135,24 +135,7 @@ impl MetaTable {
 /// Formats an `f32` like [`fmt_float`] formats an `f64`, with the shortest digits that
 /// read back to the same `f32` (`0.1`, not `0.10000000149011612`).
 pub(crate) fn fmt_f32(x: f32) -> String {
-    if !x.is_finite() {
-        return fmt_float(x as f64);
-    }
-    let s = if x != 0.0 && (x.abs() < 1e-4 || x.abs() >= 1e16) {
-        format!("{x:e}")
-    } else {
-        format!("{x}")
-    };
-    match s.split_once('e') {
-        Some((mantissa, exp)) => {
-            let (sign, digits) = match exp.strip_prefix('-') {
-                Some(d) => ('-', d),
-                None => ('+', exp),
-            };
-            format!("{mantissa}e{sign}{digits:0>2}")
-        }
-        None => s,
-    }
+    crate::attrs::relay_float(x as f64, x)
 }
 
 fn fmt_f16(x: f16) -> String {
