@@ -19,7 +19,6 @@ use std::fmt::{self, Write};
 
 use half::f16;
 
-use crate::attrs::fmt_float;
 use crate::expr::{Callee, ExprId, ExprKind, Module};
 use crate::tensor::{Data, NDArray};
 use crate::text::lexer::is_identifier;
@@ -132,7 +131,7 @@ impl MetaTable {
     }
 }
 
-/// Formats an `f32` like [`fmt_float`] formats an `f64`, with the shortest digits that
+/// Formats an `f32` like [`crate::attrs::fmt_float`] formats an `f64`, with the shortest digits that
 /// read back to the same `f32` (`0.1`, not `0.10000000149011612`).
 pub(crate) fn fmt_f32(x: f32) -> String {
     crate::attrs::relay_float(x as f64, x)
