@@ -77,9 +77,10 @@ fn main() -> ExitCode {
 
 /// `outer: inner: innermost`, on one line.
 fn format_chain(e: &anyhow::Error) -> String {
-    e.chain()
+    let text = e
+        .chain()
         .map(|c| c.to_string())
         .collect::<Vec<_>>()
-        .join(": ")
-        .replace('\n', " ")
+        .join(": ");
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }

@@ -292,7 +292,9 @@ impl Module {
             other => {
                 return Err(Error::ty(
                     "tuple_get_item",
-                    format!("{tuple} has type {other}, not a tuple"),
+                    format!(
+                        "cannot take field {index} of a value of type {other}, which is not a tuple"
+                    ),
                 ));
             }
         };

@@ -641,7 +641,7 @@ const ERRORS: &[(&str, &str)] = &[
     ),
     (
         "def @main(%x: float32) {\n  %x.0\n}",
-        "parse error at 2:5: type error in `tuple_get_item`: #0 has type float32, not a tuple",
+        "parse error at 2:5: type error in `tuple_get_item`: cannot take field 0 of a value of type float32, which is not a tuple",
     ),
     (
         "def @main(%x: float32) {\n  %x(%x)\n}",
