@@ -597,6 +597,30 @@ impl<'a> Lowerer<'a> {
                 }
             }
         }
+        // Guard each original axis whose value is not provably in range from the loop
+        // bounds alone (nested splits), so the bounds verifier sees one fact per index.
+        let roots: Vec<(IterVar, bool)> = op
+            .axes()
+            .iter()
+            .map(|&a| (a, false))
+            .chain(op.reduce_axes().iter().map(|&a| (a, true)))
+            .collect();
+        for (a, is_reduce) in roots {
+            let v = val[&a].clone();
+            let e = ext[&a];
+            if self.range_of(&v).is_some_and(|(lo, hi)| lo >= 0 && hi < e) {
+                continue;
+            }
+            let c = tir::Expr::binary(BinOp::Lt, v, int(e));
+            let list = if is_reduce {
+                &mut reduce_guards
+            } else {
+                &mut data_guards
+            };
+            if !list.contains(&c) {
+                list.push(c);
+            }
+        }
         let mut env = HashMap::new();
         let mut data = vec![];
         for (d, &a) in op.axes().iter().enumerate() {
