@@ -872,7 +872,6 @@ impl<'a> Lowerer<'a> {
     /// The initialisation of a reduction: loops over the data leaves from `level`
     /// inward (with fresh variables), the data guards, and the init store.
     fn init_nest(&mut self, o: OpId, nest: &Nest, level: usize, init: Stmt) -> Result<Stmt> {
-        let st = self.s.stage_of(o);
         let data_inner: Vec<_> = nest.leaves[level..]
             .iter()
             .filter(|l| self.g.iter_vars_kind(l.0) == IterKind::Data)
@@ -884,7 +883,7 @@ impl<'a> Lowerer<'a> {
         // Substitute fresh variables for the data leaves inside the reduction.
         let mut subst: HashMap<VarId, tir::Expr> = HashMap::new();
         let mut loops = vec![];
-        for &(leaf, var, extent, kind, reused) in &data_inner {
+        for &(leaf, var, extent, kind, _) in &data_inner {
             if let ForKind::Thread(axis) = kind {
                 return Err(Error::InvalidArgument(format!(
                     "stage `{}`: axis `{}` is bound to {axis} but sits inside a reduction loop; put thread-bound axes outside the reduction axes",
@@ -892,7 +891,6 @@ impl<'a> Lowerer<'a> {
                     self.iv_name(leaf)
                 )));
             }
-            let _ = reused;
             let nv = self.new_var(&self.iv_name(leaf), extent);
             subst.insert(var, tir::Expr::Var(nv));
             let k = if kind == ForKind::Vectorized {
@@ -902,7 +900,6 @@ impl<'a> Lowerer<'a> {
             };
             loops.push((nv, extent, k));
         }
-        let _ = st;
         let guards: Vec<tir::Expr> = nest
             .data_guards
             .iter()
@@ -997,6 +994,10 @@ enum DimRewrite {
     },
 }
 
+/// An outer part (terms fixed at the compute_at loop) and the span `[lo, hi]` of the
+/// inner part of a read index.
+type OuterSpan = (Vec<(tir::Expr, i64)>, i64, i64);
+
 /// The region of a tensor of `shape` read by `accesses`, with `inner` loop variables
 /// (and their extents) free.
 fn infer_region(
@@ -1009,7 +1010,8 @@ fn infer_region(
     let mut extents = vec![];
     let mut rewrites = vec![];
     for (d, &n) in shape.iter().enumerate() {
-        let mut common: Option<(Vec<(tir::Expr, i64)>, i64, i64)> = None;
+        // (outer part, lowest, highest) over the accesses seen so far.
+        let mut common: Option<OuterSpan> = None;
         let mut ok = !accesses.is_empty();
         for acc in accesses {
             let Some(a) = acc.get(d).and_then(|ix| affine(ix, &inner_set)) else {

@@ -1,11 +1,12 @@
 //! Shared helpers of the `te_*` tests: sample computes (elementwise with broadcasting,
 //! matmul, padded conv2d), random inputs, and a check that a schedule lowers to a
-//! verified kernel computing what the unscheduled lowering computes.
+//! verified kernel (whose text form reads back) computing what the unscheduled lowering
+//! computes.
 #![allow(dead_code)]
 
 use kiln_ir::{DType, NDArray};
 use kiln_te::te::{self, Expr, Graph, Schedule, Tensor};
-use kiln_te::tir::{PrimFunc, run_with_inputs, verify};
+use kiln_te::tir::{PrimFunc, parse, run_with_inputs, verify};
 
 /// `C[i, j] = sum_k A[i, k] * B[k, j]`; returns (graph, A, B, C).
 pub fn matmul(m: usize, n: usize, k: usize) -> (Graph, Tensor, Tensor, Tensor) {
@@ -100,6 +101,10 @@ pub fn assert_same(g: &Graph, s: &Schedule, rtol: f64) -> PrimFunc {
     if let Err(e) = verify(&f) {
         panic!("{e}\n{f}");
     }
+    // The text form reads back to the same kernel.
+    let text = f.to_string();
+    let back = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(back.to_string(), text);
     let ins = inputs(&naive, 7);
     let want = run_with_inputs(&naive, &ins).unwrap();
     let got = match run_with_inputs(&f, &ins) {
