@@ -1,16 +1,17 @@
 //! Tensor expressions and Kiln's loop IR (TVM's TE and TIR).
 //!
 //! This crate owns the middle of the pipeline: a fused group of graph ops becomes one
-//! kernel. Built so far is the **loop IR** ([`tir`]): buffers with shape, dtype and scope,
+//! kernel. At its bottom is the **loop IR** ([`tir`]): buffers with shape, dtype and scope,
 //! loops of every kind (serial, parallel, vectorized, unrolled, bound to a GPU thread
 //! axis), loads, stores, allocations, `if`, `let`, barriers, intrinsics and vector
 //! ramps/broadcasts; its text printer and parser; a verifier that checks types and proves
 //! every load and store in bounds; and an interpreter that runs a kernel on host
 //! `NDArray`s (thread-bound loops included, in lockstep at barriers).
 //!
-//! Still to come, producing this IR: tensor expressions (placeholder/compute/reduce),
-//! schedule primitives, lowering, a default schedule per target kind, and a compute for
-//! every graph op. Backends (Cranelift, CUDA PTX, SPIR-V) consume the loop IR.
+//! Tensor expressions ([`te`]) produce this IR: placeholder/compute/reduce graphs, schedules
+//! (split, reorder, tile, fuse, vectorize, parallel, unroll, bind, compute_at, inline,
+//! cache_read/cache_write) and lowering to a verified [`tir::PrimFunc`]. Still to come: a
+//! default schedule per target kind and a compute for every graph op. Backends (Cranelift, CUDA PTX, SPIR-V) consume the loop IR.
 //! Depends on `kiln-ir` only.
 //!
 //! ```
@@ -31,6 +32,7 @@
 //! ```
 
 pub mod error;
+pub mod te;
 pub mod tir;
 
 pub use error::{Error, Result};
