@@ -393,18 +393,15 @@ impl GraphJson {
             ));
         } else {
             let mut sum = 0usize;
-            for nid in 0..=n {
-                if self.node_row_ptr[nid] as usize != sum {
+            for (nid, &ptr) in self.node_row_ptr.iter().enumerate() {
+                if ptr as usize != sum {
                     errs.push(format!(
-                        "node_row_ptr[{nid}] is {}, expected {sum} (the outputs of the nodes before {})",
-                        self.node_row_ptr[nid],
+                        "node_row_ptr[{nid}] is {ptr}, expected {sum} (the outputs of the nodes before {})",
                         if nid < n { who(nid) } else { "the end".to_string() },
                     ));
                     break;
                 }
-                if nid < n {
-                    sum += outputs[nid];
-                }
+                sum += outputs.get(nid).copied().unwrap_or(0);
             }
         }
         let num_entries: usize = outputs.iter().sum();
