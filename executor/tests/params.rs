@@ -215,6 +215,22 @@ proptest! {
         load_is_stable(&bytes);
     }
 
+    /// Overwrites a field-sized window with an extreme value: lying counts, sizes, ndims.
+    #[test]
+    fn extreme_field_values_never_panic_or_overallocate(
+        at in any::<prop::sample::Index>(),
+        value in prop::sample::select(vec![
+            0u64, 1, 2, 64, 65, u32::MAX as u64, i32::MAX as u64, 1 << 31, 1 << 56, 1 << 62,
+            i64::MAX as u64, i64::MIN as u64, u64::MAX, u64::MAX - 7,
+        ]),
+        width in prop::sample::select(vec![1usize, 2, 4, 8]),
+    ) {
+        let mut bytes = FIXTURE.to_vec();
+        let at = at.index(bytes.len() - width + 1);
+        bytes[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
+        load_is_stable(&bytes);
+    }
+
     #[test]
     fn fixture_byte_flips_never_panic(
         flips in prop::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..4),
