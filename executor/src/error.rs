@@ -1,0 +1,44 @@
+//! The one error type of the `executor` crate. Its variants say whose fault it is:
+//! input that is not what it claims to be (`InvalidParams`, `InvalidGraph`,
+//! `InvalidTarget`), valid input kiln does not handle (`Unsupported`), an error from the
+//! graph-IR layer (`Ir`), or a broken invariant inside kiln itself (`Internal`).
+
+/// Everything that can go wrong in the executor layer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bytes that are not a well-formed TVM params or tensor file. `offset` is where in
+    /// the input the problem was found (the start of the offending field).
+    #[error("invalid params at byte {offset}: {message}")]
+    InvalidParams { offset: usize, message: String },
+    /// Graph JSON that does not parse or breaks one of the graph executor's invariants;
+    /// the message names the node or entry at fault.
+    #[error("invalid graph JSON: {0}")]
+    InvalidGraph(String),
+    /// A target string that names no known target or has a bad option; the message
+    /// lists what is accepted.
+    #[error("invalid target: {0}")]
+    InvalidTarget(String),
+    /// Well-formed input using something kiln does not implement (a dtype such as
+    /// `float64`, vector lanes); the message names what is missing and where.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// An error from the graph-IR layer (tensors, dtypes, modules).
+    #[error(transparent)]
+    Ir(#[from] kiln_ir::Error),
+    /// A bug in kiln: an invariant the executor should have kept did not hold.
+    #[error("internal error (a kiln bug): {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// An [`Error::InvalidParams`] at `offset`.
+    pub fn params(offset: usize, message: impl Into<String>) -> Error {
+        Error::InvalidParams {
+            offset,
+            message: message.into(),
+        }
+    }
+}
+
+/// Result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
