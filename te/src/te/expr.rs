@@ -465,3 +465,26 @@ impl ops::Not for Expr {
         Expr::Not(Box::new(self))
     }
 }
+
+/// `e` with index variables renamed by `m` (reduction axes lists included).
+pub(crate) fn rename_vars(e: &Expr, m: &std::collections::HashMap<IterVar, IterVar>) -> Expr {
+    let r = |x: &Expr| rename_vars(x, m);
+    match e {
+        Expr::Var(v) => Expr::Var(*m.get(v).unwrap_or(v)),
+        Expr::Read { tensor, indices } => Expr::Read {
+            tensor: *tensor,
+            indices: indices.iter().map(r).collect(),
+        },
+        Expr::Binary { op, lhs, rhs } => Expr::binary(*op, r(lhs), r(rhs)),
+        Expr::Not(x) => Expr::Not(Box::new(r(x))),
+        Expr::Select { cond, then, else_ } => select(r(cond), r(then), r(else_)),
+        Expr::Cast { to, value } => cast(*to, r(value)),
+        Expr::Call { intrinsic, args } => call(*intrinsic, args.iter().map(r)),
+        Expr::Reduce { kind, value, axes } => Expr::Reduce {
+            kind: *kind,
+            value: Box::new(r(value)),
+            axes: axes.iter().map(|a| *m.get(a).unwrap_or(a)).collect(),
+        },
+        leaf => leaf.clone(),
+    }
+}

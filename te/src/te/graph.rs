@@ -218,6 +218,10 @@ impl Graph {
             .unwrap_or_else(|| format!("?{v}"))
     }
 
+    pub(crate) fn ops_mut_at(&mut self, id: OpId) -> &mut Operation {
+        &mut self.ops[id.index()]
+    }
+
     pub(crate) fn new_iter_var(
         &mut self,
         name: impl Into<String>,

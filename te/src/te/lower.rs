@@ -64,6 +64,9 @@ struct Lowerer<'a> {
     threads: Vec<(ThreadAxis, VarId, i64)>,
     /// Range of every loop variable made so far.
     ranges: HashMap<VarId, (i64, i64)>,
+    /// Enclosing loops that are not thread-bound, and enclosing vectorized loops.
+    plain_depth: usize,
+    vector_depth: usize,
 }
 
 /// Lowers `s` to a kernel called `name` (see the module doc).
@@ -85,6 +88,8 @@ pub(crate) fn lower_schedule(s: &Schedule, name: &str) -> Result<PrimFunc> {
         children: HashMap::new(),
         threads: vec![],
         ranges: HashMap::new(),
+        plain_depth: 0,
+        vector_depth: 0,
     };
     // Parameters: placeholders in creation order, then outputs.
     let mut placeholders: Vec<OpId> = order
@@ -638,24 +643,9 @@ impl<'a> Lowerer<'a> {
         let op = &self.g.ops()[o.index()];
         let buf = self.bufs[&o];
         let body = op.body().expect("computes only").clone();
-        let (value, reduce) = match &body {
-            Expr::Reduce { kind, value, .. } => (self.expr(value, &nest.env)?, Some(*kind)),
-            b => (self.expr(b, &nest.env)?, None),
-        };
-        // Regions of the stages attached here, and their buffers.
-        let mut value = value;
+        // Buffers of the stages attached here (shapes fixed once regions are known).
         let children = self.children.get(&o).cloned().unwrap_or_default();
-        let mut regions: HashMap<OpId, Region> = HashMap::new();
-        for &(axis, c) in &children {
-            let level = nest
-                .leaves
-                .iter()
-                .position(|l| l.0 == axis)
-                .expect("checked in check_attachments");
-            let inner: HashMap<VarId, i64> = nest.leaves[level + 1..]
-                .iter()
-                .map(|l| (l.1, l.2))
-                .collect();
+        for &(_, c) in &children {
             let cop = &self.g.ops()[c.index()];
             let cbuf = self.func.add_buffer(Buffer::new(
                 cop.name.clone(),
@@ -664,6 +654,41 @@ impl<'a> Lowerer<'a> {
                 self.s.stage_of(c).scope.unwrap_or(Scope::Local),
             ));
             self.bufs.insert(c, cbuf);
+        }
+        let (value, reduce) = match &body {
+            Expr::Reduce { kind, value, .. } => (self.expr(value, &nest.env)?, Some(*kind)),
+            b => (self.expr(b, &nest.env)?, None),
+        };
+        // Regions of the stages attached here, and their buffers.
+        let mut value = value;
+        let mut regions: HashMap<OpId, Region> = HashMap::new();
+        for &(axis, c) in &children {
+            let level = nest
+                .leaves
+                .iter()
+                .position(|l| l.0 == axis)
+                .expect("checked in check_attachments");
+            let mut inner: HashMap<VarId, i64> = nest.leaves[level + 1..]
+                .iter()
+                .map(|l| (l.1, l.2))
+                .collect();
+            // A shared buffer serves the whole block: relax the thread indices too.
+            if self.s.stage_of(c).scope == Some(Scope::Shared) {
+                for l in &nest.leaves {
+                    if let ForKind::Thread(a) = l.3
+                        && !a.is_block()
+                    {
+                        inner.insert(l.1, l.2);
+                    }
+                }
+                for &(a, v, e) in &self.threads {
+                    if !a.is_block() {
+                        inner.insert(v, e);
+                    }
+                }
+            }
+            let cop = &self.g.ops()[c.index()];
+            let cbuf = self.bufs[&c];
             let mut accesses = vec![];
             value.visit(&mut |e| {
                 if let tir::Expr::Load { buffer, indices } = e
@@ -726,23 +751,81 @@ impl<'a> Lowerer<'a> {
         {
             init_stmt = Some(self.init_nest(o, nest, level, init.clone())?);
         }
-        if let ForKind::Thread(axis) = kind
+        let fail = |l: &Self, m: String| -> Result<Stmt> {
+            Err(Error::InvalidArgument(format!(
+                "stage `{}`: axis `{}` {m}",
+                l.name(o),
+                l.iv_name(leaf)
+            )))
+        };
+        match kind {
+            ForKind::Thread(axis) if !reused && self.plain_depth > 0 => {
+                return fail(
+                    self,
+                    format!(
+                        "is bound to {axis} but sits inside a loop that is not thread-bound; thread-bound axes must be the outermost loops"
+                    ),
+                );
+            }
+            ForKind::Parallel if self.vector_depth > 0 => {
+                return fail(self, "is parallel but sits inside a vectorized loop".into());
+            }
+            ForKind::Vectorized if level + 1 != nest.leaves.len() => {
+                return fail(self, "is vectorized but is not the innermost loop".into());
+            }
+            ForKind::Vectorized
+                if matches!(self.s.stage_of(o).attach, Attach::At { .. })
+                    && !self.s.has_constant_extent(o, leaf) =>
+            {
+                return fail(
+                    self,
+                    "is vectorized but its extent is inferred at the compute_at point (not constant); split it and vectorize the inner axis".into(),
+                );
+            }
+            _ => {}
+        }
+        let (dp, dv) = match kind {
+            ForKind::Thread(axis) => {
+                if !reused {
+                    self.threads.push((axis, var, extent));
+                }
+                (0, 0)
+            }
+            ForKind::Vectorized => (1, 1),
+            _ => (1, 0),
+        };
+        self.plain_depth += dp;
+        self.vector_depth += dv;
+        let inner = self.build(o, nest, level + 1, innermost, init, first_reduce, regions);
+        let inner = inner.and_then(|body| self.attach_children(o, leaf, body, regions));
+        self.plain_depth -= dp;
+        self.vector_depth -= dv;
+        if let ForKind::Thread(_) = kind
             && !reused
         {
-            self.threads.push((axis, var, extent));
+            self.threads.pop();
         }
-        let inner = self.build(o, nest, level + 1, innermost, init, first_reduce, regions);
-        let mut body = match inner {
-            Ok(b) => b,
-            Err(e) => {
-                if let ForKind::Thread(_) = kind
-                    && !reused
-                {
-                    self.threads.pop();
-                }
-                return Err(e);
-            }
+        let body = inner?;
+        let lp = if reused {
+            body
+        } else {
+            Stmt::for_(var, 0, extent, kind, body)
         };
+        Ok(match init_stmt {
+            Some(i) => Stmt::seq([i, lp]),
+            None => lp,
+        })
+    }
+
+    /// `body` preceded by the nests of the stages attached at `leaf` of stage `o`, each
+    /// in its allocation (between barriers when shared).
+    fn attach_children(
+        &mut self,
+        o: OpId,
+        leaf: IterVar,
+        mut body: Stmt,
+        regions: &HashMap<OpId, Region>,
+    ) -> Result<Stmt> {
         // Stages attached at this loop, last first so the first ends up outermost.
         let attached: Vec<OpId> = self
             .children
@@ -759,20 +842,7 @@ impl<'a> Lowerer<'a> {
                 Stmt::allocate(cbuf, Stmt::seq([cnest, body]))
             };
         }
-        if let ForKind::Thread(_) = kind
-            && !reused
-        {
-            self.threads.pop();
-        }
-        let lp = if reused {
-            body
-        } else {
-            Stmt::for_(var, 0, extent, kind, body)
-        };
-        Ok(match init_stmt {
-            Some(i) => Stmt::seq([i, lp]),
-            None => lp,
-        })
+        Ok(body)
     }
 
     /// The initialisation of a reduction: loops over the data leaves from `level`
