@@ -135,20 +135,25 @@ fn anchored(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<()> {
     // (vectorized when tiled) innermost.
     let adata = data_leaves(s, a);
     let ared = reduce_leaves(s, a);
-    let tiled: Vec<usize> = tiles.iter().filter(|t| t.1 > 1).map(|t| t.0).collect();
-    let mut order: Vec<_> = adata
-        .iter()
-        .enumerate()
-        .filter(|(d, _)| !tiled.contains(d))
-        .map(|(_, &l)| l)
-        .collect();
+    let mut order = vec![];
+    let mut tile_axes = vec![];
+    for (d, &l) in adata.iter().enumerate() {
+        match tiles.iter().find(|t| t.0 == d) {
+            // Split by the tile size so the tile loop has a constant extent.
+            Some(&(_, f)) if f > 1 => {
+                let (lo, li) = split(s, a, l, f)?;
+                order.push(lo);
+                tile_axes.push(li);
+            }
+            _ => order.push(l),
+        }
+    }
     order.extend(ared);
-    let tile_axes: Vec<_> = tiled.iter().map(|&d| adata[d]).collect();
     order.extend(tile_axes.iter().copied());
     reorder(s, a, &order)?;
-    if let (Some(&v), Some(t)) = (tile_axes.last(), tiles.last())
-        && t.1 > 1
-        && tiled.last() == Some(&t.0)
+    let last_tiled = tiles.last().is_some_and(|t| t.1 > 1);
+    if let Some(&v) = tile_axes.last()
+        && last_tiled
     {
         set_kind(s, a, v, ForKind::Vectorized)?;
     }

@@ -10,17 +10,16 @@
 //! The anchor is computed inside the output's loop nest, so its elementwise tail (bias,
 //! activation, residual add) runs in the same nest.
 //!
-//! The small helpers here ([`split`], [`fuse`], [`reorder`], [`set_kind`],
-//! [`compute_at`], [`compute_inline`]) edit a stage the way the schedule primitives of [`crate::te`] do,
-//! for the shapes these schedules produce.
+//! The helpers here ([`split`], [`fuse`], [`reorder`], [`set_kind`], [`compute_at`],
+//! [`compute_inline`]) call the [`Schedule`] primitives by operation id.
 
 pub mod cpu;
 pub mod gpu;
 
 use std::collections::{HashMap, HashSet};
 
-use crate::error::{Error, Result};
-use crate::te::{Attach, Expr, IterKind, IterVar, OpId, OpKind, Relation, Schedule, Tensor};
+use crate::error::Result;
+use crate::te::{Attach, Expr, IterKind, IterVar, OpId, OpKind, Schedule, Tensor};
 use crate::tir::ForKind;
 use crate::topi::{Ctx, Tag, TargetKind};
 
@@ -68,54 +67,25 @@ fn kind_of(s: &Schedule, v: IterVar) -> IterKind {
         .unwrap_or(IterKind::Data)
 }
 
-fn extent_of(s: &Schedule, v: IterVar) -> usize {
-    s.graph().iter_var(v).map(|i| i.extent).unwrap_or(1)
+fn t(s: &Schedule, op: OpId) -> Result<Tensor> {
+    s.graph().tensor(op)
 }
 
-/// Splits leaf `axis` of stage `op` by `factor`: `axis = outer * factor + inner`.
+/// [`Schedule::split`] of stage `op`.
 pub fn split(
     s: &mut Schedule,
     op: OpId,
     axis: IterVar,
     factor: usize,
 ) -> Result<(IterVar, IterVar)> {
-    let pos = leaf_pos(s, op, axis)?;
-    if factor == 0 {
-        return Err(Error::InvalidArgument("split factor 0".into()));
-    }
-    let (name, ext, kind) = (s.graph().iv_name(axis), extent_of(s, axis), kind_of(s, axis));
-    let outer = s.new_axis(op, format!("{name}_o"), ext.div_ceil(factor), kind);
-    let inner = s.new_axis(op, format!("{name}_i"), factor, kind);
-    let st = &mut s.stages[op.index()];
-    st.relations.push(Relation::Split {
-        parent: axis,
-        outer,
-        inner,
-        factor,
-    });
-    st.leaves.splice(pos..=pos, [outer, inner]);
-    Ok((outer, inner))
+    let x = t(s, op)?;
+    s.split(x, axis, factor)
 }
 
-/// Fuses adjacent leaves `outer` and `inner` (in that order) of stage `op` into one.
+/// [`Schedule::fuse`] of stage `op`.
 pub fn fuse(s: &mut Schedule, op: OpId, outer: IterVar, inner: IterVar) -> Result<IterVar> {
-    let (po, pi) = (leaf_pos(s, op, outer)?, leaf_pos(s, op, inner)?);
-    if pi != po + 1 || kind_of(s, outer) != kind_of(s, inner) {
-        return Err(Error::InvalidArgument(
-            "fuse needs two adjacent leaves of one kind".into(),
-        ));
-    }
-    let name = format!("{}_{}_f", s.graph().iv_name(outer), s.graph().iv_name(inner));
-    let ext = extent_of(s, outer) * extent_of(s, inner);
-    let fused = s.new_axis(op, name, ext, kind_of(s, outer));
-    let st = &mut s.stages[op.index()];
-    st.relations.push(Relation::Fuse {
-        outer,
-        inner,
-        fused,
-    });
-    st.leaves.splice(po..=pi, [fused]);
-    Ok(fused)
+    let x = t(s, op)?;
+    s.fuse(x, outer, inner)
 }
 
 /// Fuses the leaves `axes` (adjacent, in order) into one; `None` for no axes.
@@ -130,60 +100,35 @@ pub fn fuse_all(s: &mut Schedule, op: OpId, axes: &[IterVar]) -> Result<Option<I
     Ok(Some(acc))
 }
 
-/// Sets the loop order of stage `op` to `order` (a permutation of its leaves).
+/// [`Schedule::reorder`] of stage `op`.
 pub fn reorder(s: &mut Schedule, op: OpId, order: &[IterVar]) -> Result<()> {
-    let st = &mut s.stages[op.index()];
-    let mut a = st.leaves.clone();
-    let mut b = order.to_vec();
-    a.sort();
-    b.sort();
-    if a != b {
-        return Err(Error::InvalidArgument(
-            "reorder needs a permutation of the stage's loops".into(),
-        ));
-    }
-    st.leaves = order.to_vec();
-    Ok(())
+    let x = t(s, op)?;
+    s.reorder(x, order)
 }
 
-/// Sets the loop kind of leaf `axis` of stage `op`.
+/// Marks leaf `axis` of stage `op` with `kind` ([`Schedule::vectorize`],
+/// [`Schedule::parallel`], [`Schedule::unroll`], [`Schedule::bind`]).
 pub fn set_kind(s: &mut Schedule, op: OpId, axis: IterVar, kind: ForKind) -> Result<()> {
-    leaf_pos(s, op, axis)?;
-    s.stages[op.index()].kinds.insert(axis, kind);
-    Ok(())
-}
-
-/// Inlines stage `op` into its readers (no loops of its own).
-pub fn compute_inline(s: &mut Schedule, op: OpId) -> Result<()> {
-    if s.is_output(op) || s.graph().op(op)?.body().is_none() {
-        return Err(Error::InvalidArgument(format!(
-            "stage `{}` is an output or a placeholder and cannot be inlined",
-            s.op_name(op)
-        )));
+    let x = t(s, op)?;
+    match kind {
+        ForKind::Serial => Ok(()),
+        ForKind::Vectorized => s.vectorize(x, axis),
+        ForKind::Parallel => s.parallel(x, axis),
+        ForKind::Unrolled => s.unroll(x, axis),
+        ForKind::Thread(a) => s.bind(x, axis, a),
     }
-    s.stages[op.index()].attach = Attach::Inline;
-    Ok(())
 }
 
-/// Computes stage `op` inside loop `axis` of stage `parent`.
+/// [`Schedule::compute_inline`] of stage `op`.
+pub fn compute_inline(s: &mut Schedule, op: OpId) -> Result<()> {
+    let x = t(s, op)?;
+    s.compute_inline(x)
+}
+
+/// [`Schedule::compute_at`]: stage `op` inside loop `axis` of stage `parent`.
 pub fn compute_at(s: &mut Schedule, op: OpId, parent: OpId, axis: IterVar) -> Result<()> {
-    leaf_pos(s, parent, axis)?;
-    s.stages[op.index()].attach = Attach::At { parent, axis };
-    Ok(())
-}
-
-fn leaf_pos(s: &Schedule, op: OpId, axis: IterVar) -> Result<usize> {
-    s.stage_of(op)
-        .leaves
-        .iter()
-        .position(|&l| l == axis)
-        .ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "`{}` is not a loop of stage `{}`",
-                s.graph().iv_name(axis),
-                s.op_name(op)
-            ))
-        })
+    let (x, p) = (t(s, op)?, t(s, parent)?);
+    s.compute_at(x, p, axis)
 }
 
 /// For each materialized stage reachable from the outputs, the materialized stages it
