@@ -180,7 +180,7 @@ fn inspect_loop_ir_for_cpu_and_gpu() {
     let o = kiln(&["inspect", "zoo:mlp", "--emit", "loop", "--target", "cpu"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let cpu = stdout(&o);
-    assert_eq!(cpu.matches("primfn @").count(), 6, "{cpu}");
+    assert_eq!(cpu.matches("primfn @").count(), 10, "{cpu}");
     assert!(cpu.contains("primfn @fused_nn_dense"), "{cpu}");
     assert!(cpu.contains("parallel for"), "{cpu}");
     assert!(cpu.contains("vectorized for"), "{cpu}");
