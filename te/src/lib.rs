@@ -10,8 +10,10 @@
 //!
 //! Tensor expressions ([`te`]) produce this IR: placeholder/compute/reduce graphs, schedules
 //! (split, reorder, tile, fuse, vectorize, parallel, unroll, bind, compute_at, inline,
-//! cache_read/cache_write) and lowering to a verified [`tir::PrimFunc`]. Still to come: a
-//! default schedule per target kind and a compute for every graph op. Backends (Cranelift, CUDA PTX, SPIR-V) consume the loop IR.
+//! cache_read/cache_write) and lowering to a verified [`tir::PrimFunc`]. [`topi`] holds a
+//! compute for every graph op and lowers a graph-IR function to one kernel under the
+//! default schedule of its target kind ([`schedule_default`]: CPU and GPU). Backends
+//! (Cranelift, CUDA PTX, SPIR-V) consume the loop IR.
 //! Depends on `kiln-ir` only.
 //!
 //! ```
