@@ -1,4 +1,5 @@
-//! The `kiln` command line: `kiln inspect MODEL` prints a model's graph IR, `kiln run
+//! The `kiln` command line: `kiln inspect MODEL` prints a model's graph IR (or, with
+//! `--emit loop [--target cpu|gpu]`, the loop IR of its kernels), `kiln run
 //! MODEL --target ref` runs it in the reference interpreter. Errors print as one line
 //! (`error: ...`) with a non-zero exit code, never as a panic.
 
@@ -28,6 +29,14 @@ enum Command {
         /// Annotate every binding with its type (`/* ty=... */`).
         #[arg(long)]
         types: bool,
+        /// What to print: `graph` (the graph IR) or `loop` (the loop IR of every kernel,
+        /// one per op call).
+        #[arg(long, default_value = "graph")]
+        emit: String,
+        /// The target kind the kernels are scheduled for with `--emit loop`: `cpu` or
+        /// `gpu`.
+        #[arg(long, default_value = "cpu")]
+        target: String,
     },
     /// Run a model and print its outputs.
     Run {
@@ -51,7 +60,12 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Inspect { model, types } => model::inspect(&model, types),
+        Command::Inspect {
+            model,
+            types,
+            emit,
+            target,
+        } => model::inspect(&model, types, &emit, &target),
         Command::Run {
             model,
             target,

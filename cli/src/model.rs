@@ -1,9 +1,11 @@
-//! Loading a MODEL argument (`zoo:NAME` or a text IR file) and `kiln inspect`.
+//! Loading a MODEL argument (`zoo:NAME` or a text IR file) and `kiln inspect` (graph IR,
+//! or the loop IR of every kernel for a target kind).
 
 use anyhow::{Context, Result, bail};
 use kiln_ir::text::{PrintOptions, parse_module, print_module};
 use kiln_ir::zoo::{self, Params};
 use kiln_ir::{Module, verify};
+use kiln_te::topi::{TargetKind, kernels_of};
 
 /// A model and its params (empty for a text file: every parameter is an input).
 pub struct Model {
@@ -31,13 +33,36 @@ pub fn load(spec: &str) -> Result<Model> {
     Ok(Model { module, params })
 }
 
-/// `kiln inspect MODEL [--types]`.
-pub fn inspect(spec: &str, types: bool) -> Result<()> {
-    let model = load(spec)?;
-    let opts = PrintOptions {
-        types,
-        ..PrintOptions::default()
-    };
-    print!("{}", print_module(&model.module, &opts));
+/// `kiln inspect MODEL [--types] [--emit graph|loop] [--target cpu|gpu]`.
+pub fn inspect(spec: &str, types: bool, emit: &str, target: &str) -> Result<()> {
+    let target = TargetKind::from_name(target)
+        .ok_or_else(|| anyhow::anyhow!("unknown target `{target}` (known: cpu, gpu)"))?;
+    match emit {
+        "graph" => {
+            let model = load(spec)?;
+            let opts = PrintOptions {
+                types,
+                ..PrintOptions::default()
+            };
+            print!("{}", print_module(&model.module, &opts));
+        }
+        "loop" => {
+            let model = load(spec)?;
+            let kernels = kernels_of(&model.module, target)
+                .with_context(|| format!("cannot lower {spec} for {}", target.name()))?;
+            let mut out = String::new();
+            for (i, k) in kernels.iter().enumerate() {
+                if i > 0 {
+                    out.push('\n');
+                }
+                out.push_str(&k.to_string());
+                if !out.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+            print!("{out}");
+        }
+        other => bail!("unknown --emit `{other}` (known: graph, loop)"),
+    }
     Ok(())
 }

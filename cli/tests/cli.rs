@@ -174,3 +174,44 @@ fn bad_input_gives_one_clear_line() {
         &["/nonexistent/model.relay"],
     );
 }
+
+#[test]
+fn inspect_loop_ir_for_cpu_and_gpu() {
+    let o = kiln(&["inspect", "zoo:mlp", "--emit", "loop", "--target", "cpu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cpu = stdout(&o);
+    assert_eq!(cpu.matches("primfn @").count(), 6, "{cpu}");
+    assert!(cpu.contains("primfn @fused_nn_dense"), "{cpu}");
+    assert!(cpu.contains("parallel for"), "{cpu}");
+    assert!(cpu.contains("vectorized for"), "{cpu}");
+    let o = kiln(&["inspect", "zoo:mlp", "--emit", "loop", "--target", "gpu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let gpu = stdout(&o);
+    assert!(gpu.contains("launch_thread blockIdx.x"), "{gpu}");
+    assert!(gpu.contains("launch_thread threadIdx.x"), "{gpu}");
+    assert!(!gpu.contains("parallel for"), "{gpu}");
+    // The default stays the graph IR.
+    let graph = stdout(&kiln(&["inspect", "zoo:mlp"]));
+    assert!(graph.contains("def @main") && !graph.contains("primfn"));
+}
+
+#[test]
+fn inspect_resnet18_loop_ir() {
+    let o = kiln(&["inspect", "zoo:resnet18", "--emit", "loop", "--target", "cpu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cpu = stdout(&o);
+    assert!(cpu.contains("primfn @fused_nn_conv2d_20"), "21 conv kernels expected");
+    assert!(cpu.contains("parallel for") && cpu.contains("vectorized for"));
+    let o = kiln(&["inspect", "zoo:resnet18", "--emit", "loop", "--target", "gpu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let gpu = stdout(&o);
+    assert!(gpu.contains("blockIdx.x") && gpu.contains("threadIdx.x"));
+}
+
+#[test]
+fn inspect_rejects_unknown_emit_and_target() {
+    let o = kiln(&["inspect", "zoo:mlp", "--emit", "asm"]);
+    assert_clear_error(&o, &["unknown --emit `asm`", "graph, loop"]);
+    let o = kiln(&["inspect", "zoo:mlp", "--emit", "loop", "--target", "tpu"]);
+    assert_clear_error(&o, &["unknown target `tpu`", "cpu, gpu"]);
+}

@@ -32,7 +32,9 @@
 //! ```
 
 pub mod error;
+pub mod schedule_default;
 pub mod te;
 pub mod tir;
+pub mod topi;
 
 pub use error::{Error, Result};

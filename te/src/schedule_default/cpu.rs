@@ -1,0 +1,161 @@
+//! The default CPU schedule: parallel outer loops (over the two cores of the machines
+//! kiln targets), the innermost data axis vectorized (split by 8 or 4 when one of them
+//! divides its extent; a ragged axis stays scalar, so no vector lane runs past its
+//! buffer), and register tiling for conv2d and dense.
+//!
+//! - **Anchored outputs** (conv2d, dense, batch-matmul and their elementwise tail): the
+//!   output is tiled (conv2d: 4 output channels by 8 or 4 output columns; dense and
+//!   batch-matmul: 8 or 4 output features), its outer loops fused into one `parallel`
+//!   loop, its innermost tile loop vectorized; the anchor is computed at the tile into a
+//!   local accumulator with the reduction loops outside the tile loops (kernel rows and
+//!   columns, input channels, then the vectorized tile), so each weight is loaded once
+//!   per tile and the tile stays in registers.
+//! - **Every other materialized stage** (outputs and intermediates: pooling, softmax,
+//!   reductions, data movement): the innermost data axis is split and vectorized and
+//!   moved inside the reduction loops, the remaining outer data loops are fused into one
+//!   `parallel` loop.
+
+use crate::error::Result;
+use crate::te::{OpId, Schedule, Tensor};
+use crate::tir::ForKind;
+use crate::topi::{Ctx, Tag};
+
+use super::{
+    anchor_of, compute_at, data_leaves, fuse_all, intermediates, materialized_reads, pick,
+    reduce_leaves, reorder, set_kind, split,
+};
+
+/// Schedules every stage of `s` for a CPU.
+pub fn schedule(s: &mut Schedule, ctx: &Ctx, outputs: &[Tensor]) -> Result<()> {
+    let reads = materialized_reads(s, outputs);
+    let mut anchors: Vec<OpId> = vec![];
+    for &o in outputs {
+        match anchor_of(s, ctx, &reads, o) {
+            Some((a, tag)) => {
+                anchored(s, o.op(), a, tag)?;
+                anchors.push(a);
+            }
+            None => generic(s, o.op())?,
+        }
+    }
+    for x in intermediates(s, outputs, &reads) {
+        if !anchors.contains(&x) {
+            generic(s, x)?;
+        }
+    }
+    Ok(())
+}
+
+/// Parallel outer loop, vectorized innermost data axis (see the module doc).
+pub fn generic(s: &mut Schedule, op: OpId) -> Result<()> {
+    let data = data_leaves(s, op);
+    let Some(&last) = data.last() else {
+        return Ok(());
+    };
+    let red = reduce_leaves(s, op);
+    let ext = s.graph().iter_var(last)?.extent;
+    let f = pick(ext, &[8, 4]);
+    let mut outer: Vec<_> = data[..data.len() - 1].to_vec();
+    let mut vector = None;
+    if f > 1 {
+        let (lo, li) = split(s, op, last, f)?;
+        outer.push(lo);
+        vector = Some(li);
+    } else {
+        outer.push(last);
+    }
+    let mut order = outer.clone();
+    order.extend(red);
+    order.extend(vector);
+    reorder(s, op, &order)?;
+    if let Some(li) = vector {
+        set_kind(s, op, li, ForKind::Vectorized)?;
+    }
+    if let Some(p) = fuse_all(s, op, &outer)? {
+        set_kind(s, op, p, ForKind::Parallel)?;
+    }
+    Ok(())
+}
+
+/// Register tiling of output `o` and its anchor `a` (see the module doc).
+fn anchored(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<()> {
+    let data = data_leaves(s, o);
+    let shape = s.graph().ops()[o.index()].shape.clone();
+    let rank = data.len();
+    // (axis, factor) of the tile: conv2d tiles channels and columns, the others the
+    // last axis.
+    let mut tiles: Vec<(usize, usize)> = vec![];
+    if tag == Tag::Conv2d && rank == 4 {
+        tiles.push((1, pick(shape[1], &[4, 2])));
+        tiles.push((3, pick(shape[3], &[8, 4])));
+    } else if rank >= 1 {
+        tiles.push((rank - 1, pick(shape[rank - 1], &[8, 4])));
+    }
+    let mut outer = vec![];
+    let mut inner = vec![];
+    for (d, &axis) in data.iter().enumerate() {
+        match tiles.iter().find(|t| t.0 == d) {
+            Some(&(_, f)) if f > 1 => {
+                let (lo, li) = split(s, o, axis, f)?;
+                outer.push(lo);
+                inner.push(li);
+            }
+            _ => outer.push(axis),
+        }
+    }
+    // Outer loops: the parallel prefix (up to the tiled channel axis for conv2d, all
+    // of them otherwise), then the rest.
+    let mut order = outer.clone();
+    order.extend(inner.iter().copied());
+    reorder(s, o, &order)?;
+    if let Some(&v) = inner.last() {
+        let last_tiled = tiles.last().map(|t| t.1 > 1).unwrap_or(false);
+        if last_tiled {
+            set_kind(s, o, v, ForKind::Vectorized)?;
+        }
+    }
+    let par_len = if tag == Tag::Conv2d && rank == 4 { 2 } else { outer.len() };
+    let par: Vec<_> = outer[..par_len.min(outer.len())].to_vec();
+    let fused = fuse_all(s, o, &par)?;
+    if let Some(p) = fused {
+        set_kind(s, o, p, ForKind::Parallel)?;
+    }
+    // The anchor at the innermost outer loop.
+    let at = if par_len >= outer.len() {
+        fused
+    } else {
+        outer.last().copied()
+    };
+    let Some(at) = at else {
+        // A rank-0 output: nothing to tile.
+        return generic(s, a);
+    };
+    compute_at(s, a, o, at)?;
+    // Inside the tile: the reductions outside the tile's data loops, the last
+    // (vectorized when tiled) innermost.
+    let adata = data_leaves(s, a);
+    let ared = reduce_leaves(s, a);
+    let mut order = vec![];
+    let mut tile_axes = vec![];
+    for (d, &l) in adata.iter().enumerate() {
+        match tiles.iter().find(|t| t.0 == d) {
+            // Split by the tile size so the tile loop has a constant extent.
+            Some(&(_, f)) if f > 1 => {
+                let (lo, li) = split(s, a, l, f)?;
+                order.push(lo);
+                tile_axes.push(li);
+            }
+            _ => order.push(l),
+        }
+    }
+    order.extend(ared);
+    order.extend(tile_axes.iter().copied());
+    reorder(s, a, &order)?;
+    let last_tiled = tiles.last().is_some_and(|t| t.1 > 1);
+    if let Some(&v) = tile_axes.last()
+        && last_tiled
+    {
+        set_kind(s, a, v, ForKind::Vectorized)?;
+    }
+    Ok(())
+}

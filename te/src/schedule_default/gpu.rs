@@ -1,0 +1,100 @@
+//! The default GPU schedule: every output's data axes are fused into one and split into
+//! `blockIdx.x` blocks of `threadIdx.x` threads (256 threads for large outputs, 64 for
+//! medium ones, one block of exactly the extent for small ones); when the thread count
+//! does not divide the extent, the last block's extra threads are masked by a bounds
+//! guard. Reductions run serially inside each thread.
+//!
+//! Materialized intermediates (the anchor of an output, softmax and norm statistics,
+//! pooling sums, the stages of integer `power`) are computed inside their consumer, per
+//! thread, over the region that thread reads, so a kernel is one launch and no
+//! intermediate is shared between threads. (Every intermediate the computes make has a
+//! single consumer for this reason.)
+//!
+//! Not done yet: shared-memory tiling (cooperative `cache_read` into shared memory with
+//! barriers) for dense, batch-matmul and conv2d; those use the plain block/thread
+//! binding above.
+
+use crate::error::{Error, Result};
+use crate::te::{Attach, OpId, Schedule, Tensor};
+use crate::tir::{ForKind, ThreadAxis};
+use crate::topi::Ctx;
+
+use super::{compute_at, data_leaves, fuse_all, intermediates, materialized_reads, split};
+
+/// Threads per block for `extent` output elements.
+pub fn threads_for(extent: usize) -> usize {
+    if extent >= 256 * 16 {
+        256
+    } else if extent >= 64 {
+        64
+    } else {
+        extent.max(1)
+    }
+}
+
+/// Schedules every stage of `s` for a GPU.
+pub fn schedule(s: &mut Schedule, ctx: &Ctx, outputs: &[Tensor]) -> Result<()> {
+    let reads = materialized_reads(s, outputs);
+    for &o in outputs {
+        bind(s, o.op())?;
+    }
+    // Consumers first, so each intermediate goes inside an already placed consumer.
+    for x in intermediates(s, outputs, &reads) {
+        let consumers: Vec<OpId> = reads
+            .iter()
+            .filter(|(_, set)| set.contains(&x))
+            .map(|(r, _)| *r)
+            .collect();
+        let [c] = consumers[..] else {
+            return Err(Error::Unsupported(format!(
+                "GPU schedule: stage `{}` has {} consumers; each intermediate must have one",
+                s.op_name(x),
+                consumers.len()
+            )));
+        };
+        let st = s.stage_of(c);
+        let at = if let Some(&t) = st
+            .leaves
+            .iter()
+            .find(|l| st.kinds.get(l) == Some(&ForKind::Thread(ThreadAxis::ThreadX)))
+        {
+            t
+        } else if matches!(st.attach, Attach::At { .. }) {
+            // Inside an attached consumer: at its last data loop before a pair axis of
+            // extent 2 when it has one (integer power's chain), else its last data loop,
+            // else its first loop.
+            let data = data_leaves(s, c);
+            let last_is_pair = data.len() >= 2 && ctx.is_kept(c);
+            match (last_is_pair, data.last()) {
+                (true, _) => data[data.len() - 2],
+                (false, Some(&l)) => l,
+                (false, None) => *st.leaves.first().ok_or_else(|| {
+                    Error::Unsupported(format!(
+                        "GPU schedule: consumer `{}` has no loops",
+                        s.op_name(c)
+                    ))
+                })?,
+            }
+        } else {
+            // A consumer without data loops (a rank-0 result) runs as one thread at the
+            // root; so do the stages it reads.
+            continue;
+        };
+        compute_at(s, x, c, at)?;
+    }
+    Ok(())
+}
+
+/// Fuses the data axes of `op`, splits them into blocks and threads and binds them.
+fn bind(s: &mut Schedule, op: OpId) -> Result<()> {
+    let data = data_leaves(s, op);
+    let total: usize = s.graph().ops()[op.index()].shape.iter().product();
+    let Some(fused) = fuse_all(s, op, &data)? else {
+        return Ok(());
+    };
+    let t = threads_for(total);
+    let (bo, ti) = split(s, op, fused, t)?;
+    super::set_kind(s, op, bo, ForKind::Thread(ThreadAxis::BlockX))?;
+    super::set_kind(s, op, ti, ForKind::Thread(ThreadAxis::ThreadX))?;
+    Ok(())
+}

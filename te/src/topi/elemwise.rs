@@ -1,0 +1,220 @@
+//! Computes of the elementwise ops: unary math, broadcasting binary arithmetic and
+//! comparisons (numpy broadcasting), `clip`, `cast` and `where`. All are injective
+//! stages, inlined into their consumers.
+//!
+//! Semantics follow `ir::op::elemwise`: `nn.relu` keeps NaN (`x < 0 ? 0 : x`),
+//! integer `negative`/`abs` wrap, integer `divide` truncates toward zero, `maximum` and
+//! `minimum` on bool are logical or/and, integer `power` is exact square-and-multiply
+//! with wrapping (one materialized squaring stage per exponent bit, so inlining never
+//! duplicates work), and integer `clip` first converts its bounds to the dtype as
+//! `cast` would.
+
+use kiln_ir::op::{Binary, BinaryKind, Cast, Clip, Unary, UnaryKind, Where};
+use kiln_ir::{DType, Data, Type};
+
+use crate::error::Result;
+use crate::te::{self as te, Expr, Tensor};
+use crate::tir::{BinOp, Intrinsic};
+
+use super::{Ctx, TeValue, arg, broadcast_index, imm, out_tensor};
+
+/// `nn.relu`, `exp`, `log`, `sqrt`, `rsqrt`, `tanh`, `sigmoid`, `erf`, `negative`, `abs`.
+pub fn unary(ctx: &mut Ctx, op: &Unary, args: &[TeValue], out: &Type) -> Result<Tensor> {
+    let name = op.kind.name();
+    let x = arg(name, args, 0)?;
+    let shape = out_tensor(name, out)?.shape.clone();
+    let dtype = x.dtype();
+    let kind = op.kind;
+    ctx.compute(&shape, &format!("T_{}", name.replace('.', "_")), |i| {
+        unary_expr(kind, x.at(i), dtype)
+    })
+}
+
+/// The unary function `kind` applied to `x` of `dtype`.
+pub fn unary_expr(kind: UnaryKind, x: Expr, dtype: DType) -> Expr {
+    let intr = |f: Intrinsic| te::call(f, [x.clone()]);
+    match kind {
+        UnaryKind::Relu => te::select(x.clone().lt(imm(0.0, dtype)), imm(0.0, dtype), x),
+        UnaryKind::Exp => intr(Intrinsic::Exp),
+        UnaryKind::Log => intr(Intrinsic::Log),
+        UnaryKind::Sqrt => intr(Intrinsic::Sqrt),
+        UnaryKind::Rsqrt => intr(Intrinsic::Rsqrt),
+        UnaryKind::Tanh => intr(Intrinsic::Tanh),
+        UnaryKind::Sigmoid => intr(Intrinsic::Sigmoid),
+        UnaryKind::Erf => intr(Intrinsic::Erf),
+        UnaryKind::Abs => intr(Intrinsic::Abs),
+        // Floats negate exactly by multiplying with -1 (keeping -0); integers wrap.
+        UnaryKind::Negative if dtype.is_float() => x * imm(-1.0, dtype),
+        UnaryKind::Negative => imm(0.0, dtype) - x,
+    }
+}
+
+/// The broadcasting two-argument ops.
+pub fn binary(ctx: &mut Ctx, op: &Binary, args: &[TeValue], out: &Type) -> Result<Tensor> {
+    let name = op.kind.name();
+    let (a, b) = (arg(name, args, 0)?, arg(name, args, 1)?);
+    let shape = out_tensor(name, out)?.shape.clone();
+    let dtype = a.dtype();
+    if op.kind == BinaryKind::Power && !dtype.is_float() {
+        return int_power(ctx, a, b, &shape);
+    }
+    let kind = op.kind;
+    ctx.compute(&shape, &format!("T_{name}"), |i| {
+        let x = a.at(&broadcast_index(a.shape(), i));
+        let y = b.at(&broadcast_index(b.shape(), i));
+        binary_expr(kind, x, y, dtype)
+    })
+}
+
+/// `kind` applied to `x` and `y` of `dtype` (not integer `power`, see [`binary`]).
+pub fn binary_expr(kind: BinaryKind, x: Expr, y: Expr, dtype: DType) -> Expr {
+    let bool_ = dtype.is_bool();
+    let op = match kind {
+        BinaryKind::Add => BinOp::Add,
+        BinaryKind::Subtract => BinOp::Sub,
+        BinaryKind::Multiply => BinOp::Mul,
+        BinaryKind::Divide => BinOp::Div,
+        BinaryKind::Power => return te::pow(x, y),
+        BinaryKind::Maximum if bool_ => BinOp::Or,
+        BinaryKind::Minimum if bool_ => BinOp::And,
+        BinaryKind::Maximum => BinOp::Max,
+        BinaryKind::Minimum => BinOp::Min,
+        BinaryKind::Equal => BinOp::Eq,
+        BinaryKind::NotEqual => BinOp::Ne,
+        BinaryKind::Less => BinOp::Lt,
+        BinaryKind::LessEqual => BinOp::Le,
+        BinaryKind::Greater => BinOp::Gt,
+        BinaryKind::GreaterEqual => BinOp::Ge,
+    };
+    Expr::binary(op, x, y)
+}
+
+/// Integer `power(a, b)` with wrapping, as the reference's square-and-multiply. A chain
+/// of materialized stages `S_k` of shape `shape ++ [2]` holds the pair (accumulator,
+/// `a^(2^k)`): `S_0 = (1, a)`, `S_{k+1} = (acc * (bit k of b ? base : 1), base * base)`,
+/// and the result is the accumulator of the last stage. Each stage is read only by the
+/// next (so a GPU schedule can compute each inside its consumer), and none is inlined
+/// (that would duplicate work exponentially). Exponent bits past the dtype's sign bit are
+/// zero for the non-negative exponents the reference accepts.
+fn int_power(ctx: &mut Ctx, a: Tensor, b: Tensor, shape: &[usize]) -> Result<Tensor> {
+    let dtype = a.dtype();
+    let bits = match dtype {
+        DType::I8 => 7,
+        DType::U8 => 8,
+        DType::I32 => 31,
+        _ => 63,
+    };
+    // A rank-0 result keeps one unit axis so the pair axis is never the outermost.
+    let lead: Vec<usize> = if shape.is_empty() {
+        vec![1]
+    } else {
+        shape.to_vec()
+    };
+    let r = lead.len();
+    let mut pair_shape = lead.clone();
+    pair_shape.push(2);
+    let data = |i: &[Expr]| -> Vec<Expr> {
+        if shape.is_empty() {
+            vec![]
+        } else {
+            i[..r].to_vec()
+        }
+    };
+    let one = || imm(1.0, dtype);
+    let mut st = ctx.kept(&pair_shape, "T_power_s0", |i| {
+        te::select(
+            i[r].clone().equal(Expr::int(0)),
+            one(),
+            a.at(&broadcast_index(a.shape(), &data(i))),
+        )
+    })?;
+    for k in 0..bits {
+        let prev = st;
+        st = ctx.kept(&pair_shape, &format!("T_power_s{}", k + 1), |i| {
+            let at = |j: i32| {
+                let mut v = i[..r].to_vec();
+                v.push(Expr::int(j));
+                prev.at(&v)
+            };
+            let e = b.at(&broadcast_index(b.shape(), &data(i)));
+            let shifted = if k == 0 {
+                e
+            } else {
+                e.floordiv(Expr::Int {
+                    value: 1i64 << k,
+                    dtype,
+                })
+            };
+            let bit = shifted.floormod(imm(2.0, dtype)).equal(one());
+            te::select(
+                i[r].clone().equal(Expr::int(0)),
+                at(0) * te::select(bit, at(1), one()),
+                at(1) * at(1),
+            )
+        })?;
+    }
+    let last = st;
+    ctx.compute(shape, "T_power", |i| {
+        let mut v = if shape.is_empty() {
+            vec![Expr::int(0)]
+        } else {
+            i.to_vec()
+        };
+        v.push(Expr::int(0));
+        last.at(&v)
+    })
+}
+
+/// `clip(x, a_min, a_max)`.
+pub fn clip(ctx: &mut Ctx, op: &Clip, args: &[TeValue], out: &Type) -> Result<Tensor> {
+    let x = arg("clip", args, 0)?;
+    let shape = out_tensor("clip", out)?.shape.clone();
+    let dtype = x.dtype();
+    let (lo, hi) = if dtype.is_float() {
+        (imm(op.a_min.0, dtype), imm(op.a_max.0, dtype))
+    } else {
+        // The bounds convert to the dtype as `cast` does (truncate, saturate).
+        let bound = |v: f64| Data::from_f64(dtype, [v]).to_i64()[0];
+        (
+            Expr::Int {
+                value: bound(op.a_min.0),
+                dtype,
+            },
+            Expr::Int {
+                value: bound(op.a_max.0),
+                dtype,
+            },
+        )
+    };
+    ctx.compute(&shape, "T_clip", |i| {
+        let v = x.at(i);
+        // Keeps NaN: a comparison with NaN is false, so NaN passes through.
+        let v = te::select(v.clone().lt(lo.clone()), lo, v);
+        te::select(v.clone().gt(hi.clone()), hi, v)
+    })
+}
+
+/// `cast(x, dtype)`.
+pub fn cast(ctx: &mut Ctx, op: &Cast, args: &[TeValue], out: &Type) -> Result<Tensor> {
+    let x = arg("cast", args, 0)?;
+    let shape = out_tensor("cast", out)?.shape.clone();
+    let to = op.dtype;
+    ctx.compute(&shape, "T_cast", |i| te::cast(to, x.at(i)))
+}
+
+/// `where(cond, x, y)` with broadcasting.
+pub fn where_(ctx: &mut Ctx, _op: &Where, args: &[TeValue], out: &Type) -> Result<Tensor> {
+    let (c, x, y) = (
+        arg("where", args, 0)?,
+        arg("where", args, 1)?,
+        arg("where", args, 2)?,
+    );
+    let shape = out_tensor("where", out)?.shape.clone();
+    ctx.compute(&shape, "T_where", |i| {
+        te::select(
+            c.at(&broadcast_index(c.shape(), i)),
+            x.at(&broadcast_index(x.shape(), i)),
+            y.at(&broadcast_index(y.shape(), i)),
+        )
+    })
+}
