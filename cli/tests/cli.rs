@@ -180,7 +180,7 @@ fn inspect_loop_ir_for_cpu_and_gpu() {
     let o = kiln(&["inspect", "zoo:mlp", "--emit", "loop", "--target", "cpu"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let cpu = stdout(&o);
-    assert_eq!(cpu.matches("primfn @").count(), 6, "{cpu}");
+    assert_eq!(cpu.matches("primfn @").count(), 10, "{cpu}");
     assert!(cpu.contains("primfn @fused_nn_dense"), "{cpu}");
     assert!(cpu.contains("parallel for"), "{cpu}");
     assert!(cpu.contains("vectorized for"), "{cpu}");
@@ -197,12 +197,29 @@ fn inspect_loop_ir_for_cpu_and_gpu() {
 
 #[test]
 fn inspect_resnet18_loop_ir() {
-    let o = kiln(&["inspect", "zoo:resnet18", "--emit", "loop", "--target", "cpu"]);
+    let o = kiln(&[
+        "inspect",
+        "zoo:resnet18",
+        "--emit",
+        "loop",
+        "--target",
+        "cpu",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let cpu = stdout(&o);
-    assert!(cpu.contains("primfn @fused_nn_conv2d_20"), "21 conv kernels expected");
+    assert!(
+        cpu.contains("primfn @fused_nn_conv2d_20"),
+        "21 conv kernels expected"
+    );
     assert!(cpu.contains("parallel for") && cpu.contains("vectorized for"));
-    let o = kiln(&["inspect", "zoo:resnet18", "--emit", "loop", "--target", "gpu"]);
+    let o = kiln(&[
+        "inspect",
+        "zoo:resnet18",
+        "--emit",
+        "loop",
+        "--target",
+        "gpu",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let gpu = stdout(&o);
     assert!(gpu.contains("blockIdx.x") && gpu.contains("threadIdx.x"));

@@ -114,7 +114,11 @@ fn anchored(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<()> {
             set_kind(s, o, v, ForKind::Vectorized)?;
         }
     }
-    let par_len = if tag == Tag::Conv2d && rank == 4 { 2 } else { outer.len() };
+    let par_len = if tag == Tag::Conv2d && rank == 4 {
+        2
+    } else {
+        outer.len()
+    };
     let par: Vec<_> = outer[..par_len.min(outer.len())].to_vec();
     let fused = fuse_all(s, o, &par)?;
     if let Some(p) = fused {

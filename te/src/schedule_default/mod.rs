@@ -36,7 +36,7 @@ pub fn pick(extent: usize, factors: &[usize]) -> usize {
     factors
         .iter()
         .copied()
-        .find(|&f| f <= extent && extent % f == 0)
+        .find(|&f| f <= extent && extent.is_multiple_of(f))
         .unwrap_or(1)
 }
 

@@ -5,8 +5,8 @@
 //! Semantics follow `ir::op::elemwise`: `nn.relu` keeps NaN (`x < 0 ? 0 : x`),
 //! integer `negative`/`abs` wrap, integer `divide` truncates toward zero, `maximum` and
 //! `minimum` on bool are logical or/and, integer `power` is exact square-and-multiply
-//! with wrapping (one materialized squaring stage per exponent bit, so inlining never
-//! duplicates work), and integer `clip` first converts its bounds to the dtype as
+//! with wrapping (a chain of materialized stages, four exponent bits each, so inlining
+//! never duplicates work), and integer `clip` first converts its bounds to the dtype as
 //! `cast` would.
 
 use kiln_ir::op::{Binary, BinaryKind, Cast, Clip, Unary, UnaryKind, Where};
@@ -90,15 +90,16 @@ pub fn binary_expr(kind: BinaryKind, x: Expr, y: Expr, dtype: DType) -> Expr {
 }
 
 /// Integer `power(a, b)` with wrapping, as the reference's square-and-multiply. A chain
-/// of materialized stages `S_k` of shape `shape ++ [2]` holds the pair (accumulator,
-/// `a^(2^k)`): `S_0 = (1, a)`, `S_{k+1} = (acc * (bit k of b ? base : 1), base * base)`,
+/// of materialized stages `S_c` of shape `shape ++ [2]` holds the pair (accumulator,
+/// `base`): `S_0 = (1, a)`; each next stage consumes four exponent bits,
+/// `acc * prod_j (bit j ? base^(2^j) : 1)` and `base^16`,
 /// and the result is the accumulator of the last stage. Each stage is read only by the
 /// next (so a GPU schedule can compute each inside its consumer), and none is inlined
 /// (that would duplicate work exponentially). Exponent bits past the dtype's sign bit are
 /// zero for the non-negative exponents the reference accepts.
 fn int_power(ctx: &mut Ctx, a: Tensor, b: Tensor, shape: &[usize]) -> Result<Tensor> {
     let dtype = a.dtype();
-    let bits = match dtype {
+    let bits: usize = match dtype {
         DType::I8 => 7,
         DType::U8 => 8,
         DType::I32 => 31,
@@ -128,29 +129,41 @@ fn int_power(ctx: &mut Ctx, a: Tensor, b: Tensor, shape: &[usize]) -> Result<Ten
             a.at(&broadcast_index(a.shape(), &data(i))),
         )
     })?;
-    for k in 0..bits {
+    // Four exponent bits per stage keep the chain (and a GPU kernel's nest of stages
+    // computed inside their consumers) short: 16 stages for int64.
+    const PER_STAGE: usize = 4;
+    for c in 0..bits.div_ceil(PER_STAGE) {
         let prev = st;
-        st = ctx.kept(&pair_shape, &format!("T_power_s{}", k + 1), |i| {
+        let lo = c * PER_STAGE;
+        let n = PER_STAGE.min(bits - lo);
+        st = ctx.kept(&pair_shape, &format!("T_power_s{}", c + 1), |i| {
             let at = |j: i32| {
                 let mut v = i[..r].to_vec();
                 v.push(Expr::int(j));
                 prev.at(&v)
             };
             let e = b.at(&broadcast_index(b.shape(), &data(i)));
-            let shifted = if k == 0 {
-                e
-            } else {
-                e.floordiv(Expr::Int {
-                    value: 1i64 << k,
-                    dtype,
-                })
-            };
-            let bit = shifted.floormod(imm(2.0, dtype)).equal(one());
-            te::select(
-                i[r].clone().equal(Expr::int(0)),
-                at(0) * te::select(bit, at(1), one()),
-                at(1) * at(1),
-            )
+            // base^(2^j) for j in 0..=n, as expressions of the stage's base.
+            let mut pows = vec![at(1)];
+            for j in 0..n {
+                let p = pows[j].clone();
+                pows.push(p.clone() * p);
+            }
+            let mut acc = at(0);
+            for (j, pw) in pows.iter().enumerate().take(n) {
+                let k = lo + j;
+                let shifted = if k == 0 {
+                    e.clone()
+                } else {
+                    e.clone().floordiv(Expr::Int {
+                        value: 1i64 << k,
+                        dtype,
+                    })
+                };
+                let bit = shifted.floormod(imm(2.0, dtype)).equal(one());
+                acc = acc * te::select(bit, pw.clone(), one());
+            }
+            te::select(i[r].clone().equal(Expr::int(0)), acc, pows[n].clone())
         })?;
     }
     let last = st;

@@ -61,7 +61,13 @@ fn ir_err(e: kiln_ir::Error) -> Error {
 fn sanitize(name: &str) -> String {
     let s: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
         format!("p_{s}")
@@ -112,7 +118,10 @@ fn splat(c: &kiln_ir::NDArray) -> Option<Expr> {
             if d == DType::Bool {
                 Expr::Bool(first != 0)
             } else {
-                Expr::Int { value: first, dtype: d }
+                Expr::Int {
+                    value: first,
+                    dtype: d,
+                }
             }
         })
     }
@@ -134,7 +143,12 @@ pub fn kernel_name(m: &Module, func: ExprId) -> Result<String> {
 
 /// Lowers the function literal `func` of `m` to one kernel called `name`, scheduled
 /// with the default schedule of `target` (see the module doc for the pipeline).
-pub fn lower_function(m: &Module, func: ExprId, target: TargetKind, name: &str) -> Result<PrimFunc> {
+pub fn lower_function(
+    m: &Module,
+    func: ExprId,
+    target: TargetKind,
+    name: &str,
+) -> Result<PrimFunc> {
     let f = m.function_at(func).map_err(ir_err)?.clone();
     let mut ctx = Ctx::new();
     let mut env: HashMap<ExprId, TeValue> = HashMap::new();
@@ -173,9 +187,10 @@ pub fn lower_function(m: &Module, func: ExprId, target: TargetKind, name: &str) 
                 )));
             }
             ExprKind::Constant(c) => {
-                let t = m.ty(id).as_tensor().cloned().ok_or_else(|| {
-                    Error::InvalidArgument("a constant must be a tensor".into())
-                })?;
+                let t =
+                    m.ty(id).as_tensor().cloned().ok_or_else(|| {
+                        Error::InvalidArgument("a constant must be a tensor".into())
+                    })?;
                 check_shape("constant", &t.shape)?;
                 let value = splat(c).ok_or_else(|| {
                     Error::Unsupported(format!(
@@ -243,14 +258,13 @@ pub fn lower_function(m: &Module, func: ExprId, target: TargetKind, name: &str) 
         );
         // A copy for placeholders and repeats; for an anchor, its output stage (TVM's
         // cache_write: the anchor then accumulates in a local tile).
-        let t = if anchor
-            || placeholders.contains(&t.op())
-            || outputs.iter().any(|o| o.op() == t.op())
-        {
-            ctx.compute(t.shape(), &format!("T_copy{k}"), |i| t.at(i))?
-        } else {
-            t
-        };
+        let t =
+            if anchor || placeholders.contains(&t.op()) || outputs.iter().any(|o| o.op() == t.op())
+            {
+                ctx.compute(t.shape(), &format!("T_copy{k}"), |i| t.at(i))?
+            } else {
+                t
+            };
         outputs.push(t);
     }
     if outputs.is_empty() {
@@ -375,9 +389,7 @@ pub fn kernels_of(m: &Module, target: TargetKind) -> Result<Vec<PrimFunc>> {
         *n += 1;
         let k = lower_function(&module, func, target, &name).map_err(|e| match e {
             Error::Unsupported(msg) => Error::Unsupported(format!("kernel @{name}: {msg}")),
-            Error::InvalidArgument(msg) => {
-                Error::InvalidArgument(format!("kernel @{name}: {msg}"))
-            }
+            Error::InvalidArgument(msg) => Error::InvalidArgument(format!("kernel @{name}: {msg}")),
             other => other,
         })?;
         out.push(k);

@@ -17,8 +17,8 @@
 //!   `nn.batch_flatten`, `nn.global_{avg,max}_pool2d`.
 
 use kiln_ir::op::{
-    BatchFlatten, BatchMatmul, BatchNorm, BiasAdd, Conv2d, Dense, GlobalPool2d, LayerNorm,
-    Pool2d, PoolKind, ReduceKind, Softmax,
+    BatchFlatten, BatchMatmul, BatchNorm, BiasAdd, Conv2d, Dense, GlobalPool2d, LayerNorm, Pool2d,
+    PoolKind, ReduceKind, Softmax,
 };
 use kiln_ir::{DType, Type};
 
@@ -109,16 +109,15 @@ pub fn conv2d(ctx: &mut Ctx, op: &Conv2d, args: &[TeValue], out: &Type) -> Resul
 
 /// `e * k`, or `e` when `k` is 1.
 fn scaled(e: &Expr, k: usize) -> Expr {
-    if k == 1 { e.clone() } else { e.clone() * idx(k) }
+    if k == 1 {
+        e.clone()
+    } else {
+        e.clone() * idx(k)
+    }
 }
 
 /// `nn.batch_norm` in inference form: a tuple (normalized, moving_mean, moving_var).
-pub fn batch_norm(
-    ctx: &mut Ctx,
-    op: &BatchNorm,
-    args: &[TeValue],
-    out: &Type,
-) -> Result<TeValue> {
+pub fn batch_norm(ctx: &mut Ctx, op: &BatchNorm, args: &[TeValue], out: &Type) -> Result<TeValue> {
     const OP: &str = "nn.batch_norm";
     let x = arg(OP, args, 0)?;
     let [gamma, beta, mean, var] = [1, 2, 3, 4].map(|i| arg(OP, args, i));
@@ -314,9 +313,14 @@ pub fn softmax(ctx: &mut Ctx, op: &Softmax, args: &[TeValue], out: &Type) -> Res
     };
     let m_sum = max_stage(ctx, "T_softmax_max")?;
     let m_out = max_stage(ctx, "T_softmax_maxelem")?;
-    let s = reduce_over(ctx, ReduceKind::Sum, &rs, len, "T_softmax_expsum", |i, r| {
-        te::exp(x.at(&insert_axis(i, axis, r)) - m_sum.at(i))
-    })?;
+    let s = reduce_over(
+        ctx,
+        ReduceKind::Sum,
+        &rs,
+        len,
+        "T_softmax_expsum",
+        |i, r| te::exp(x.at(&insert_axis(i, axis, r)) - m_sum.at(i)),
+    )?;
     ctx.compute(&os, "T_softmax_norm", |i| {
         let ri = remove_axis(i, axis);
         te::exp(x.at(i) - m_out.at(&ri)) / s.at(&ri)
@@ -331,12 +335,7 @@ fn remove_axis_shape(shape: &[usize], axis: usize) -> Vec<usize> {
 }
 
 /// `nn.layer_norm` along `axis` with the biased variance.
-pub fn layer_norm(
-    ctx: &mut Ctx,
-    op: &LayerNorm,
-    args: &[TeValue],
-    out: &Type,
-) -> Result<Tensor> {
+pub fn layer_norm(ctx: &mut Ctx, op: &LayerNorm, args: &[TeValue], out: &Type) -> Result<Tensor> {
     const OP: &str = "nn.layer_norm";
     let x = arg(OP, args, 0)?;
     let (gamma, beta) = (arg(OP, args, 1)?, arg(OP, args, 2)?);
@@ -355,10 +354,17 @@ pub fn layer_norm(
     let s1_var = sum_stage(ctx, "T_layer_norm_sum")?;
     let s1 = sum_stage(ctx, "T_layer_norm_mean_sum")?;
     let n2 = n.clone();
-    let s2 = reduce_over(ctx, ReduceKind::Sum, &rs, len, "T_layer_norm_sqsum", |i, r| {
-        let d = x.at(&insert_axis(i, axis, r)) - s1_var.at(i) / n2;
-        d.clone() * d
-    })?;
+    let s2 = reduce_over(
+        ctx,
+        ReduceKind::Sum,
+        &rs,
+        len,
+        "T_layer_norm_sqsum",
+        |i, r| {
+            let d = x.at(&insert_axis(i, axis, r)) - s1_var.at(i) / n2;
+            d.clone() * d
+        },
+    )?;
     let (eps, scale, center) = (op.epsilon.0, op.scale, op.center);
     ctx.compute(&os, "T_layer_norm", |i| {
         let ri = remove_axis(i, axis);

@@ -6,8 +6,8 @@
 //! (the dtype's extreme for integers). `mean` is the sum stage divided by the element
 //! count in an injective stage. Reducing over no axis is a copy.
 
-use kiln_ir::op::{Reduce, ReduceKind};
 use kiln_ir::Type;
+use kiln_ir::op::{Reduce, ReduceKind};
 
 use crate::error::{Error, Result};
 use crate::te::{self as te, Expr, IterVar, Tensor};
@@ -69,7 +69,9 @@ pub fn reduce(ctx: &mut Ctx, op: &Reduce, args: &[TeValue], out: &Type) -> Resul
     }
     let count: usize = raxes.iter().map(|(d, _)| x.shape()[*d]).product();
     let dtype = x.dtype();
-    ctx.compute(&out_shape, "T_mean", |i| red.at(i) / imm(count as f64, dtype))
+    ctx.compute(&out_shape, "T_mean", |i| {
+        red.at(i) / imm(count as f64, dtype)
+    })
 }
 
 /// `sum` of `value(r)` over a fresh reduction axis `r` of `extent`, as a compute of

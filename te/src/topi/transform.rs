@@ -8,10 +8,10 @@
 //! index (`floordiv`/`floormod`). `concatenate` selects the field by position along the
 //! axis; `take` clamps (`clip`) or wraps (`wrap`) each index as the reference does.
 
+use kiln_ir::Type;
 use kiln_ir::op::{
     Concatenate, ExpandDims, Reshape, Split, Squeeze, StridedSlice, Take, TakeMode, Transpose,
 };
-use kiln_ir::Type;
 
 use crate::error::{Error, Result};
 use crate::te::{self as te, Expr, Tensor};
@@ -142,7 +142,11 @@ pub fn concatenate(
         // From the last field inwards: each branch states both of its bounds, so the
         // read it guards is provably in bounds.
         let last = fields.len() - 1;
-        let mut e = te::select(at.clone().ge(idx(offsets[last])), read(last), imm(0.0, dtype));
+        let mut e = te::select(
+            at.clone().ge(idx(offsets[last])),
+            read(last),
+            imm(0.0, dtype),
+        );
         for k in (0..last).rev() {
             let end = offsets[k] + fields[k].shape()[axis];
             let cond = if offsets[k] == 0 {
@@ -219,7 +223,9 @@ pub fn strided_slice(
     for (k, &axis) in axes.iter().enumerate() {
         let stride = strides.get(k).copied().unwrap_or(1);
         if stride == 0 {
-            return Err(Error::InvalidArgument(format!("{OP}: stride 0 on axis {axis}")));
+            return Err(Error::InvalidArgument(format!(
+                "{OP}: stride 0 on axis {axis}"
+            )));
         }
         plan[axis] = (
             slice_start(op.begin.get(k).copied(), stride, x.shape()[axis]),
@@ -284,7 +290,10 @@ pub fn take(ctx: &mut Ctx, op: &Take, args: &[TeValue], out: &Type) -> Result<Te
         };
         let j = match mode {
             TakeMode::Clip => raw
-                .max(Expr::Int { value: 0, dtype: it })
+                .max(Expr::Int {
+                    value: 0,
+                    dtype: it,
+                })
                 .min(Expr::Int {
                     value: extent as i64 - 1,
                     dtype: it,

@@ -31,7 +31,10 @@ pub const TRANSC: Tol = (1e-6, 2e-5);
 
 /// A module whose `@main(x0, x1, ...)` applies `op` to its parameters (a tuple argument
 /// is a tuple of parameters). Returns the module and the parameter names with types.
-pub fn one_op(op: impl Into<Op>, args: &[Arg]) -> Result<(Module, Vec<(String, TensorType)>), String> {
+pub fn one_op(
+    op: impl Into<Op>,
+    args: &[Arg],
+) -> Result<(Module, Vec<(String, TensorType)>), String> {
     let mut m = Module::new();
     let mut params: Vec<ExprId> = vec![];
     let mut names = vec![];
@@ -87,9 +90,13 @@ pub fn lower_checked(m: &Module, target: TargetKind) -> Result<Vec<PrimFunc>, St
     for k in &ks {
         tir::verify(k).map_err(|e| format!("{target:?} kernel @{}: {e}\n{k}", k.name))?;
         let text = k.to_string();
-        let back = tir::parse(&text).map_err(|e| format!("@{} does not parse: {e}\n{text}", k.name))?;
+        let back =
+            tir::parse(&text).map_err(|e| format!("@{} does not parse: {e}\n{text}", k.name))?;
         if back.to_string() != text {
-            return Err(format!("@{} does not round-trip:\n{text}\n---\n{back}", k.name));
+            return Err(format!(
+                "@{} does not round-trip:\n{text}\n---\n{back}",
+                k.name
+            ));
         }
     }
     Ok(ks)
@@ -97,7 +104,12 @@ pub fn lower_checked(m: &Module, target: TargetKind) -> Result<Vec<PrimFunc>, St
 
 /// Runs `m`'s `@main` on `args` in the reference interpreter and, lowered to one kernel
 /// for each target, in the loop-IR interpreter; compares within `tol`.
-pub fn check(m: &Module, params: &[(String, TensorType)], args: &[NDArray], tol: Tol) -> Result<(), String> {
+pub fn check(
+    m: &Module,
+    params: &[(String, TensorType)],
+    args: &[NDArray],
+    tol: Tol,
+) -> Result<(), String> {
     let named: BTreeMap<String, NDArray> = params
         .iter()
         .map(|(n, _)| n.clone())
@@ -114,7 +126,11 @@ pub fn check(m: &Module, params: &[(String, TensorType)], args: &[NDArray], tol:
         let k = &ks[0];
         let got = tir::run_with_inputs(k, args).map_err(|e| format!("{target:?} run: {e}\n{k}"))?;
         if got.len() != want.len() {
-            return Err(format!("{target:?}: {} outputs, expected {}", got.len(), want.len()));
+            return Err(format!(
+                "{target:?}: {} outputs, expected {}",
+                got.len(),
+                want.len()
+            ));
         }
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             g.allclose(w, tol.0, tol.1)
