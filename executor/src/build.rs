@@ -75,7 +75,7 @@ pub fn build_with(
     let kernels = log.step("lower", || {
         lower_calls(&graph.calls, backend.lower_kind(target))
     })?;
-    let json = log.step("plan memory", || graph.into_json())?;
+    let json = log.step("plan memory", || graph.to_json())?;
     let library = log.step("compile", || backend.compile(target, &kernels))?;
     let layout = log.step("prepare", || {
         Layout::new(
@@ -107,7 +107,7 @@ fn build_reference(
     let module = log.step("verify", || check_module(module))?;
     let module = log.step("optimize", || optimize(module, opt_level))?;
     let graph = log.step("graph", || graph_of_main(&module, params))?;
-    let json = log.step("plan memory", || graph.into_json())?;
+    let json = log.step("plan memory", || graph.to_json())?;
     let layout = Layout::new(&json, &|n| graph.params.contains_key(n), None, false)?;
     Ok(CompiledModule::new(
         json,
@@ -223,7 +223,7 @@ impl Graph {
     }
 
     /// The graph JSON, with storage planned and validated.
-    fn into_json(&self) -> Result<GraphJson> {
+    fn to_json(&self) -> Result<GraphJson> {
         let mut json = GraphJson {
             nodes: self.nodes.clone(),
             arg_nodes: self.arg_nodes.clone(),
