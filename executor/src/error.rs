@@ -1,7 +1,10 @@
 //! The one error type of the `executor` crate. Its variants say whose fault it is:
 //! input that is not what it claims to be (`InvalidParams`, `InvalidGraph`,
-//! `InvalidTarget`), valid input kiln does not handle (`Unsupported`), an error from the
-//! graph-IR layer (`Ir`), or a broken invariant inside kiln itself (`Internal`).
+//! `InvalidTarget`, `InvalidModuleFile`), a bad call from the user (`InvalidArgument`:
+//! a wrong shape in `set_input`, an unknown input name, an output index out of range),
+//! valid input kiln does not handle (`Unsupported`), an error from the graph-IR or loop-IR
+//! layer (`Ir`, `Te`), a device failure reported by a backend (`Device`), a file that
+//! cannot be read or written (`Io`), or a broken invariant inside kiln itself (`Internal`).
 
 /// Everything that can go wrong in the executor layer.
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +25,26 @@ pub enum Error {
     /// `float64`, vector lanes); the message names what is missing and where.
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// An exported module file that is not what it claims to be (bad magic, unknown
+    /// version, truncated, altered, or inconsistent); the message says what and where.
+    #[error("invalid module file: {0}")]
+    InvalidModuleFile(String),
+    /// A bad call from the user: wrong shape or dtype for an input, an unknown input
+    /// name, an index out of range. The message names the argument and what is expected.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// A failure reported by a backend's device (allocation, copy, kernel call).
+    #[error("device error ({backend}): {message}")]
+    Device { backend: String, message: String },
+    /// A file that could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// An error from the loop-IR layer (lowering, verification, the loop-IR interpreter).
+    #[error(transparent)]
+    Te(#[from] kiln_te::Error),
     /// An error from the graph-IR layer (tensors, dtypes, modules).
     #[error(transparent)]
     Ir(#[from] kiln_ir::Error),

@@ -1,18 +1,22 @@
-//! The executor: what every backend shares once a model is compiled. So far this crate
-//! owns the formats and the vocabulary that the rest of the executor is built on:
+//! The executor: what every backend shares once a model is compiled (TVM's `relay.build`
+//! plus the graph executor).
 //!
-//! - [`params`]: TVM's binary tensor and params formats, byte-compatible with TVM (tested
-//!   against a file written by TVM itself);
-//! - [`graph_json`]: TVM's graph-executor JSON (nodes, entries, storage ids, shapes,
-//!   dtypes), parsed, validated and written back in the same layout;
-//! - [`target`]: [`Target`] values parsed from strings such as `cpu -threads=2`;
-//! - [`Error`]: the crate's one error type, whose variants say whose fault it is.
+//! - [`build()`](build::build): graph-IR module + target + params → [`CompiledModule`]
+//!   (graph JSON, kernel library, params), one kernel per op call, memory planned;
+//! - [`backend`]: the [`Backend`] trait every code generator implements (compile loop-IR
+//!   kernels; device buffers, explicit copies, kernel calls, synchronize);
+//!   [`backends::interp`] is the reference device, running the loop-IR interpreter;
+//! - [`plan`]: memory planning (storage shared by tensors whose lifetimes don't
+//!   overlap) and the prepared [`plan::Layout`] that makes `run` a flat loop;
+//! - [`executor`]: the [`GraphExecutor`] (TVM's names: `set_input`, `run`, `get_output`,
+//!   zero-copy, `share_params`, `benchmark`, ...); [`debug`]: the [`DebugExecutor`]
+//!   (every intermediate kept, per-node times, `.npy` dumps);
+//! - [`export`]: one-file export and a validating [`load`](export::load);
+//! - [`params`], [`graph_json`]: TVM's params and graph JSON formats; [`target`]:
+//!   [`Target`] values such as `cpu -threads=2`; [`Error`]: the crate's error type.
 //!
-//! Next to come: the `Backend` trait that every backend implements (compile loop-IR
-//! kernels for a device; device buffers, copies, kernel calls, a timer), `build()` with
-//! memory planning, the graph and debug executors, benchmarking, export and load.
-//! Depends on `kiln-ir` (and later `kiln-rewrite` and `kiln-te`); it knows no concrete
-//! backend.
+//! Depends on `kiln-ir` and `kiln-te` (and later `kiln-rewrite`); it knows no concrete
+//! backend beyond the reference `interp` device.
 //!
 //! ```
 //! use std::collections::BTreeMap;
@@ -42,15 +46,45 @@
 //!                   "shape": ["list_shape", [[4], [4]]]}}"#,
 //! )?;
 //! assert_eq!(GraphJson::parse(&graph.to_json())?, graph);
+//!
+//! // Build a model for the loop-IR interpreter and run it.
+//! use kiln_executor::build;
+//! use kiln_ir::{DType, Module, Type, op};
+//! let mut m = Module::new();
+//! let x = m.var("x", Type::tensor([2, 2], DType::F32));
+//! let y = m.call(op::Unary { kind: op::UnaryKind::Relu }, &[x])?;
+//! m.set_main(&[x], y)?;
+//! let lib = build(&m, &"interp".parse()?, &BTreeMap::new(), 2)?;
+//! let mut exec = lib.create_executor()?;
+//! exec.set_input("x", &NDArray::from_vec([2, 2], vec![-1.0f32, 2.0, -3.0, 4.0])?)?;
+//! exec.run()?;
+//! assert_eq!(exec.get_output(0)?.to_vec::<f32>()?, vec![0.0, 2.0, 0.0, 4.0]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod backend;
+pub mod backends;
+pub mod build;
+pub mod debug;
 pub mod error;
+pub mod executor;
+pub mod export;
 pub mod graph_json;
+pub mod module;
 pub mod params;
+pub mod plan;
 pub mod target;
 
+pub use backend::{Backend, DeviceBuffer, KernelLibrary};
+pub use build::{Params, build, build_with};
+pub use debug::{DebugExecutor, Profile};
 pub use error::{Error, Result};
+pub use executor::{
+    BenchmarkOptions, BenchmarkResult, DeviceArray, GraphExecutor, InputKey, TensorInfo,
+};
+pub use export::{load, load_bytes};
 pub use graph_json::GraphJson;
+pub use module::CompiledModule;
 pub use params::{load_ndarray, load_params, save_ndarray, save_params};
+pub use plan::MemoryReport;
 pub use target::{Target, TargetKind};
