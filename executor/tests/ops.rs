@@ -14,7 +14,11 @@ use support::*;
 
 fn cfg() -> ProptestConfig {
     ProptestConfig {
-        cases: 8,
+        // KILN_CASES raises the count for longer local runs.
+        cases: std::env::var("KILN_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(8),
         ..ProptestConfig::default()
     }
 }

@@ -94,7 +94,7 @@ fn build(c: &Case) -> (Graph, Tensor, Option<Tensor>, bool) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(64), ..ProptestConfig::default() })]
 
     #[test]
     fn schedules_never_change_values(

@@ -15,7 +15,11 @@ use topi_support::*;
 
 fn cfg() -> ProptestConfig {
     ProptestConfig {
-        cases: 16,
+        // KILN_CASES raises the count for longer local runs.
+        cases: std::env::var("KILN_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(16),
         ..ProptestConfig::default()
     }
 }

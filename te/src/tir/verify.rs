@@ -951,22 +951,52 @@ impl<'a> Verifier<'a> {
         r
     }
 
-    /// The range of `lin` here: its box, narrowed by every fact that matches a part of it.
+    /// The range of `lin` here: its box, narrowed by the facts that match parts of it.
+    /// Each fact in turn is applied first, then greedily every other fact that matches
+    /// what remains (all facts hold at once, so `s1*T1 + s2*T2 + rest` lies in
+    /// `s1*R1 + s2*R2 + box(rest)`); the tightest result wins.
     fn lin_range(&self, lin: &Lin) -> Interval {
         let mut r = self.box_range(lin);
-        for f in &self.facts {
-            let Some(s) = match_scale(&f.terms, &lin.terms) else {
-                continue;
-            };
-            let fact_lin = Lin {
-                terms: f.terms.clone(),
-                k: 0,
-            };
-            let rest = lin.clone().add_scaled(&fact_lin, -s);
-            let cand = f.range.scale(s).add(self.box_range(&rest));
-            r = r.intersect(cand);
+        for first in 0..self.facts.len() {
+            if let Some(cand) = self.fact_chain_range(lin, first) {
+                r = r.intersect(cand);
+            }
         }
         r
+    }
+
+    /// The range of `lin` with fact `first` applied first and then every further fact
+    /// that matches the remainder; `None` if `first` does not match `lin`.
+    fn fact_chain_range(&self, lin: &Lin, first: usize) -> Option<Interval> {
+        let mut used = vec![first];
+        let f = &self.facts[first];
+        let s = match_scale(&f.terms, &lin.terms)?;
+        let mut acc = f.range.scale(s);
+        let mut rest = lin.clone().add_scaled(
+            &Lin {
+                terms: f.terms.clone(),
+                k: 0,
+            },
+            -s,
+        );
+        while let Some((j, s)) = self.facts.iter().enumerate().find_map(|(j, g)| {
+            if used.contains(&j) {
+                return None;
+            }
+            match_scale(&g.terms, &rest.terms).map(|s| (j, s))
+        }) {
+            let g = &self.facts[j];
+            acc = acc.add(g.range.scale(s));
+            rest = rest.add_scaled(
+                &Lin {
+                    terms: g.terms.clone(),
+                    k: 0,
+                },
+                -s,
+            );
+            used.push(j);
+        }
+        Some(acc.add(self.box_range(&rest)))
     }
 
     fn other(&mut self, key: String, r: Interval) -> Lin {
@@ -1261,6 +1291,33 @@ fn match_scale(fact: &BTreeMap<Atom, i128>, index: &BTreeMap<Atom, i128>) -> Opt
 mod tests {
     use super::*;
     use crate::tir::{PrimFuncBuilder, parse};
+
+    #[test]
+    fn two_guards_narrow_two_parts_of_one_index() {
+        // k < 2 and r < 3 together bound k + r by 3: each guard alone would only give 4.
+        let text =
+            "primfn @f(%a: Buffer[(4), float32, global], out %b: Buffer[(5, 4), float32, global]) {
+  for (%ko, 0, 1) {
+    for (%ki, 0, 5) {
+      for (%ro, 0, 1) {
+        for (%ri, 0, 4) {
+          if (%ko * 5 + %ki < 2 && %ro * 4 + %ri < 3) {
+            %b[%ki, %ri] = %a[%ko * 5 + %ki + (%ro * 4 + %ri)]
+          }
+        }
+      }
+    }
+  }
+}";
+        assert_eq!(errors(text), Vec::<String>::new());
+        let unguarded = text.replace(" && %ro * 4 + %ri < 3", "");
+        let e = errors(&unguarded);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].contains("ranges over [0, 4] but buffer %a has extent 4"),
+            "{e:?}"
+        );
+    }
 
     fn errors(text: &str) -> Vec<String> {
         check(&parse(text).unwrap())

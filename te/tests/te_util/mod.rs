@@ -124,3 +124,11 @@ pub fn assert_same(g: &Graph, s: &Schedule, rtol: f64) -> PrimFunc {
     }
     f
 }
+
+/// Proptest cases: `default`, or `KILN_CASES` from the environment for longer local runs.
+pub fn cases(default: u32) -> u32 {
+    std::env::var("KILN_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
