@@ -1,25 +1,34 @@
-//! The default GPU schedule: every output's data axes are fused into one and split into
-//! `blockIdx.x` blocks of `threadIdx.x` threads (256 threads for large outputs, 64 for
-//! medium ones, one block of exactly the extent for small ones); when the thread count
-//! does not divide the extent, the last block's extra threads are masked by a bounds
-//! guard. Reductions run serially inside each thread.
+//! The default GPU schedule, in two forms:
 //!
-//! Materialized intermediates (the anchor of an output, softmax and norm statistics,
-//! pooling sums, the stages of integer `power`) are computed inside their consumer, per
-//! thread, over the region that thread reads, so a kernel is one launch and no
-//! intermediate is shared between threads. (Every intermediate the computes make has a
-//! single consumer for this reason.)
+//! - **Shared-memory tiling** ([`gpu_tiled`](super::gpu_tiled)) for an output anchored
+//!   by dense, batch-matmul or conv2d: 2-D (3-D for conv2d: channels × rows × columns)
+//!   thread blocks over output tiles, the anchor accumulated per thread in a local
+//!   register, its reduction split into chunks whose input tiles are loaded
+//!   cooperatively into shared memory between barriers, and the elementwise tail
+//!   written at the end. See that module for the tile sizes and the exact rule.
+//! - **The plain schedule**, for every other output and for anchors where tiling does
+//!   not apply (the anchor reads a materialized stage, or none of its inputs can be
+//!   staged): the output's data axes are fused into one and split into `blockIdx.x`
+//!   blocks of `threadIdx.x` threads (256 threads for large outputs, 64 for medium ones,
+//!   one block of exactly the extent for small ones); when the thread count does not
+//!   divide the extent, the last block's extra threads are masked by a bounds guard.
+//!   Reductions run serially inside each thread.
 //!
-//! Not done yet: shared-memory tiling (cooperative `cache_read` into shared memory with
-//! barriers) for dense, batch-matmul and conv2d; those use the plain block/thread
-//! binding above.
+//! Materialized intermediates (the anchor of a plainly scheduled output, softmax and
+//! norm statistics, pooling sums, the stages of integer `power`) are computed inside
+//! their consumer, per thread, over the region that thread reads, so a kernel is one
+//! launch and no intermediate is shared between threads. (Every intermediate the
+//! computes make has a single consumer for this reason.)
 
 use crate::error::{Error, Result};
 use crate::te::{Attach, OpId, Schedule, Tensor};
 use crate::tir::{ForKind, ThreadAxis};
 use crate::topi::Ctx;
 
-use super::{compute_at, data_leaves, fuse_all, intermediates, materialized_reads, split};
+use super::{
+    anchor_of, compute_at, data_leaves, fuse_all, gpu_tiled, intermediates, materialized_reads,
+    split,
+};
 
 /// Threads per block for `extent` output elements.
 pub fn threads_for(extent: usize) -> usize {
@@ -35,11 +44,23 @@ pub fn threads_for(extent: usize) -> usize {
 /// Schedules every stage of `s` for a GPU.
 pub fn schedule(s: &mut Schedule, ctx: &Ctx, outputs: &[Tensor]) -> Result<()> {
     let reads = materialized_reads(s, outputs);
+    let mut tiled: Vec<OpId> = vec![];
     for &o in outputs {
-        bind(s, o.op())?;
+        let plan = anchor_of(s, ctx, &reads, o)
+            .and_then(|(a, tag)| Some((a, gpu_tiled::plan(s, &reads, o.op(), a, tag)?)));
+        match plan {
+            Some((a, p)) => {
+                gpu_tiled::apply(s, o.op(), a, &p)?;
+                tiled.push(a);
+            }
+            None => bind(s, o.op())?,
+        }
     }
     // Consumers first, so each intermediate goes inside an already placed consumer.
     for x in intermediates(s, outputs, &reads) {
+        if tiled.contains(&x) {
+            continue;
+        }
         let consumers: Vec<OpId> = reads
             .iter()
             .filter(|(_, set)| set.contains(&x))

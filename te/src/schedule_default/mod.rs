@@ -1,4 +1,5 @@
-//! The default schedules, one module per target kind ([`cpu`], [`gpu`]), kept in one
+//! The default schedules, one module per target kind ([`cpu`], [`gpu`] with its
+//! shared-memory tiling [`gpu_tiled`]), kept in one
 //! place so that a later tuner can replace them. [`apply`] runs after the injective
 //! stages of a kernel have been inlined (see [`crate::topi::lower`]); it places and
 //! shapes the remaining stages: the outputs and the materialized intermediates
@@ -15,6 +16,7 @@
 
 pub mod cpu;
 pub mod gpu;
+pub mod gpu_tiled;
 
 use std::collections::{HashMap, HashSet};
 
