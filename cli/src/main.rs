@@ -1,23 +1,54 @@
 //! The `kiln` command line: `kiln inspect MODEL` prints a model's graph IR (or, with
-//! `--emit loop [--target cpu|gpu]`, the loop IR of its kernels), `kiln run
-//! MODEL --target ref` runs it in the reference interpreter. Errors print as one line
-//! (`error: ...`) with a non-zero exit code, never as a panic.
+//! `--emit loop [--target cpu|gpu]`, the loop IR of its kernels); `kiln compile` builds a
+//! model for a target and exports it to one file; `kiln run` runs a model or an exported
+//! file; `kiln bench` times it with the graph executor's benchmark; `kiln profile` prints
+//! the debug executor's per-node table. Errors print as one line (`error: ...`) with a
+//! non-zero exit code, never as a panic; usage errors too.
 
+mod bench;
+mod compile;
 mod model;
 mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::error::ErrorKind;
+use clap::{Args, Parser, Subcommand};
 
 /// Kiln: a deep-learning compiler. MODEL is a zoo name (`zoo:resnet18`, `zoo:resnet34`,
-/// `zoo:resnet50`, `zoo:mlp`) or a text IR file.
+/// `zoo:resnet50`, `zoo:mlp`) or a text IR file; FILE is a module exported by
+/// `kiln compile`. Targets: `ref` (the graph-IR reference interpreter) and `interp` (the
+/// loop-IR interpreter behind the graph executor).
 #[derive(Parser, Debug)]
 #[command(name = "kiln", version, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// Inputs of a model run: from `.npy` files, the rest random.
+#[derive(Args, Debug)]
+struct InputArgs {
+    /// An input tensor: `NAME=FILE.npy`. Inputs not given are random from --seed.
+    #[arg(long = "input", value_name = "NAME=FILE.npy")]
+    inputs: Vec<String>,
+    /// Seed for random inputs (input i uses seed + i).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+/// The graph-level optimization level (0..=4); for models only, not exported files.
+fn opt_level_arg() -> clap::builder::RangedI64ValueParser<u8> {
+    clap::value_parser!(u8).range(0..=4)
+}
+
+/// A count that must be at least 1.
+fn count_arg(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err("expected a whole number, at least 1".to_string()),
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -38,27 +69,105 @@ enum Command {
         #[arg(long, default_value = "cpu")]
         target: String,
     },
-    /// Run a model and print its outputs.
-    Run {
+    /// Build a model for a target and export it to one file (graph JSON, params, target
+    /// and kernels); prints the kernel count, the build time and the memory plan.
+    Compile {
         /// `zoo:NAME` or a path to a text IR file.
         model: String,
-        /// Where to run: `ref` (the reference interpreter).
+        /// What to compile for: `interp` (`ref` compiles nothing).
+        #[arg(long)]
+        target: String,
+        /// The file to write.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
+        /// Graph-level optimization level, 0..=4 (default 3).
+        #[arg(long, value_name = "N", value_parser = opt_level_arg())]
+        opt_level: Option<u8>,
+    },
+    /// Run a model (or an exported module) once and print its outputs.
+    Run {
+        /// `zoo:NAME`, a text IR file, or a module exported by `kiln compile`.
+        model: String,
+        /// Where to run: `ref` (the reference interpreter) or `interp`.
         #[arg(long, default_value = "ref")]
         target: String,
-        /// An input tensor: `NAME=FILE.npy`. Inputs not given are random from --seed.
-        #[arg(long = "input", value_name = "NAME=FILE.npy")]
-        inputs: Vec<String>,
+        #[command(flatten)]
+        inputs: InputArgs,
         /// Write output 0 to this `.npy` file.
         #[arg(long)]
         output: Option<PathBuf>,
-        /// Seed for random inputs.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
+        /// Graph-level optimization level, 0..=4 (default 3; models only).
+        #[arg(long, value_name = "N", value_parser = opt_level_arg())]
+        opt_level: Option<u8>,
+    },
+    /// Time a model (or an exported module) with the graph executor's benchmark.
+    Bench {
+        /// `zoo:NAME`, a text IR file, or a module exported by `kiln compile`.
+        model: String,
+        /// Where to run: `ref` or `interp`.
+        #[arg(long)]
+        target: String,
+        #[command(flatten)]
+        inputs: InputArgs,
+        /// Graph-level optimization level, 0..=4 (default 3; models only).
+        #[arg(long, value_name = "N", value_parser = opt_level_arg())]
+        opt_level: Option<u8>,
+        /// Measurements to take.
+        #[arg(long, default_value_t = 5, value_parser = count_arg)]
+        repeat: usize,
+        /// Runs per measurement (each result is their mean).
+        #[arg(long, default_value_t = 5, value_parser = count_arg)]
+        number: usize,
+        /// Grow --number until one measurement takes at least this many ms (0: off).
+        #[arg(
+            long,
+            default_value_t = 0.0,
+            value_name = "MS",
+            allow_negative_numbers = true
+        )]
+        min_repeat_ms: f64,
+        /// Time the input copies to the device and the output copies back too.
+        #[arg(long)]
+        end_to_end: bool,
+        /// Print one JSON object: compile_ms, mean_ms, median_ms, std_ms, min_ms, max_ms,
+        /// results_ms.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Time every kernel call with the debug executor and print the per-node table.
+    Profile {
+        /// `zoo:NAME`, a text IR file, or a module exported by `kiln compile`.
+        model: String,
+        /// Where to run: a compiling target (`interp`).
+        #[arg(long)]
+        target: String,
+        #[command(flatten)]
+        inputs: InputArgs,
+        /// Graph-level optimization level, 0..=4 (default 3; models only).
+        #[arg(long, value_name = "N", value_parser = opt_level_arg())]
+        opt_level: Option<u8>,
+        /// Calls of each kernel to average over.
+        #[arg(long, default_value_t = 10, value_parser = count_arg)]
+        number: usize,
+        /// Also write every node's output to this folder as `.npy` files.
+        #[arg(long, value_name = "DIR")]
+        dump_dir: Option<PathBuf>,
     },
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => match e.kind() {
+            ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
+            _ => {
+                eprintln!("error: {}", usage_error_line(&e));
+                return ExitCode::from(2);
+            }
+        },
+    };
     let result = match cli.command {
         Command::Inspect {
             model,
@@ -66,18 +175,68 @@ fn main() -> ExitCode {
             emit,
             target,
         } => model::inspect(&model, types, &emit, &target),
+        Command::Compile {
+            model,
+            target,
+            output,
+            opt_level,
+        } => compile::compile(&compile::CompileArgs {
+            model,
+            target,
+            output,
+            opt_level,
+        }),
         Command::Run {
             model,
             target,
             inputs,
             output,
-            seed,
+            opt_level,
         } => run::run(&run::RunArgs {
             model,
             target,
-            inputs,
+            inputs: inputs.inputs,
             output,
-            seed,
+            seed: inputs.seed,
+            opt_level,
+        }),
+        Command::Bench {
+            model,
+            target,
+            inputs,
+            opt_level,
+            repeat,
+            number,
+            min_repeat_ms,
+            end_to_end,
+            json,
+        } => bench::bench(&bench::BenchArgs {
+            model,
+            target,
+            inputs: inputs.inputs,
+            seed: inputs.seed,
+            opt_level,
+            repeat,
+            number,
+            min_repeat_ms,
+            end_to_end,
+            json,
+        }),
+        Command::Profile {
+            model,
+            target,
+            inputs,
+            opt_level,
+            number,
+            dump_dir,
+        } => bench::profile(&bench::ProfileArgs {
+            model,
+            target,
+            inputs: inputs.inputs,
+            seed: inputs.seed,
+            opt_level,
+            number,
+            dump_dir,
         }),
     };
     match result {
@@ -97,4 +256,14 @@ fn format_chain(e: &anyhow::Error) -> String {
         .collect::<Vec<_>>()
         .join(": ");
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A usage error from clap on one line: its first paragraph (what is wrong, without the
+/// usage block and the `--help` hint), `error: ` prefix removed.
+fn usage_error_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let first = text.split("\n\n").next().unwrap_or(&text);
+    let first = first.trim().strip_prefix("error:").unwrap_or(first);
+    let line = first.split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("{line} (see --help)")
 }

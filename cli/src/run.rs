@@ -1,81 +1,49 @@
-//! `kiln run`: binds inputs (from `.npy` files or random from a seed) and params, runs
-//! the model on the chosen target, prints each output's type, first values and the
-//! time, and writes output 0 to `--output`.
+//! `kiln run`: builds MODEL (or loads FILE, an exported module) for the chosen target,
+//! binds inputs (from `.npy` files or random from a seed), runs it once through the graph
+//! executor, prints each output's type, first values and the times, and writes output 0
+//! to `--output`. `--target ref` is the graph-IR reference interpreter behind the same
+//! executor API.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
-use kiln_ir::NDArray;
-use kiln_ir::interp::{Inputs, evaluate};
+use anyhow::{Context, Result};
 
-use crate::model::load;
+use crate::compile::{bind_inputs, parse_target, prepare};
 
-/// The targets this build of the command knows.
-const TARGETS: &[&str] = &["ref"];
-
+/// Arguments of `kiln run`.
 pub struct RunArgs {
+    /// `zoo:NAME`, a text IR file or an exported module.
     pub model: String,
+    /// The `--target` text.
     pub target: String,
+    /// `NAME=FILE.npy` inputs.
     pub inputs: Vec<String>,
+    /// Where to write output 0.
     pub output: Option<PathBuf>,
+    /// Seed for the inputs not given.
     pub seed: u64,
+    /// `--opt-level`, if given.
+    pub opt_level: Option<u8>,
 }
 
+/// `kiln run MODEL|FILE --target T ...`.
 pub fn run(args: &RunArgs) -> Result<()> {
-    if !TARGETS.contains(&args.target.as_str()) {
-        bail!(
-            "unknown target `{}` (available: {})",
-            args.target,
-            TARGETS.join(", ")
-        );
-    }
-    let model = load(&args.model)?;
-    let m = &model.module;
-    let main = m.main()?;
-    let mut inputs: Inputs = model.params.clone();
-    for spec in &args.inputs {
-        let (name, path) = spec
-            .split_once('=')
-            .with_context(|| format!("--input `{spec}` must look like NAME=FILE.npy"))?;
-        if !main.params.iter().any(|&p| m.var_name(p) == Some(name)) {
-            let names: Vec<&str> = main.params.iter().filter_map(|&p| m.var_name(p)).collect();
-            bail!(
-                "--input `{name}`: the model has no input of that name (inputs: {})",
-                names.join(", ")
-            );
-        }
-        let value = NDArray::read_npy(path).with_context(|| format!("--input {name}"))?;
-        inputs.insert(name.to_string(), value);
-    }
-    for (i, &p) in main.params.iter().enumerate() {
-        let name = m.var_name(p).unwrap_or_default();
-        if inputs.contains_key(name) {
-            continue;
-        }
-        let Some(t) = m.ty(p).as_tensor() else {
-            bail!(
-                "input %{name} has type {}, which kiln cannot fill at random",
-                m.ty(p)
-            );
-        };
-        let seed = args.seed.wrapping_add(i as u64);
-        inputs.insert(
-            name.to_string(),
-            NDArray::random(t.shape.clone(), t.dtype, seed),
-        );
-    }
+    let target = parse_target(&args.target)?;
+    let prepared = prepare(&args.model, &target, args.opt_level)?;
+    let module = &prepared.module;
+    let mut exec = module.create_executor()?;
+    bind_inputs(&mut exec, module, &args.inputs, args.seed)?;
     let start = Instant::now();
-    let outputs = evaluate(m, &inputs)?.flatten();
+    exec.run()?;
+    exec.synchronize()?;
     let elapsed = start.elapsed();
+    let outputs = exec.outputs()?;
     for (i, out) in outputs.iter().enumerate() {
         println!("output {i}: {} {}", out.ty(), out.preview(10));
     }
-    println!(
-        "target {}: ran in {:.3} s",
-        args.target,
-        elapsed.as_secs_f64()
-    );
+    println!("{}", prepared.summary());
+    println!("target {target}: ran in {:.3} s", elapsed.as_secs_f64());
     if let Some(path) = &args.output {
         let first = outputs.first().context("the model has no outputs")?;
         first.write_npy(path)?;

@@ -1,0 +1,285 @@
+//! Targets, backends and compiled modules for the commands that run models: which
+//! targets this build of `kiln` serves (`ref`, `interp`), turning a MODEL|FILE argument
+//! into a [`CompiledModule`] (built in memory, or loaded from an exported file and its
+//! kernels compiled again), binding inputs, and `kiln compile` itself.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use kiln_executor::backends::InterpBackend;
+use kiln_executor::{
+    Backend, CompiledModule, GraphExecutor, Target, TargetKind, build, build_with,
+};
+use kiln_ir::NDArray;
+
+use crate::model::{self, Source};
+
+/// The opt level used when `--opt-level` is not given (as `tvmc compile`).
+pub const DEFAULT_OPT_LEVEL: u8 = 3;
+
+/// The target kinds this build of `kiln` can run, in the order they are listed.
+const AVAILABLE: &[TargetKind] = &[TargetKind::Ref, TargetKind::Interp];
+
+fn available() -> String {
+    AVAILABLE
+        .iter()
+        .map(|k| k.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Parses a `--target` value and checks that this build of `kiln` serves it: unknown
+/// kinds list the available ones, targets whose backend is not built yet say so, bad
+/// options get the executor's message (what the kind accepts).
+pub fn parse_target(text: &str) -> Result<Target> {
+    let kind = text.split_whitespace().next().unwrap_or("");
+    if kind.parse::<TargetKind>().is_err() {
+        bail!(
+            "unknown target `{}` (available: {}; cpu, cuda and vulkan are not built yet)",
+            text.trim(),
+            available()
+        );
+    }
+    let target = Target::parse(text)?;
+    if !AVAILABLE.contains(&target.kind()) {
+        bail!(
+            "target `{target}` is not built yet: its backend is not part of this kiln \
+             (available: {})",
+            available()
+        );
+    }
+    Ok(target)
+}
+
+/// The backend that compiles kernels for `target`, or `None` for `ref`, which runs the
+/// graph-IR reference interpreter and compiles nothing.
+pub fn backend_for(target: &Target) -> Result<Option<Arc<dyn Backend>>> {
+    match target.kind() {
+        TargetKind::Ref => Ok(None),
+        TargetKind::Interp => Ok(Some(Arc::new(InterpBackend))),
+        _ => bail!(
+            "target `{target}` is not built yet (available: {})",
+            available()
+        ),
+    }
+}
+
+/// A module ready for executors, and how it was obtained.
+pub struct Prepared {
+    /// The compiled module.
+    pub module: CompiledModule,
+    /// Wall time of the build (or of loading the file and compiling its kernels again),
+    /// in milliseconds.
+    pub compile_ms: f64,
+    /// Whether the module came from an exported file.
+    pub loaded: bool,
+}
+
+impl Prepared {
+    /// `built for interp in 12.345 ms (10 kernels)`, `loaded ...` for a file.
+    pub fn summary(&self) -> String {
+        let what = if self.module.target().kind() == TargetKind::Ref {
+            "the reference interpreter, no kernels".to_string()
+        } else {
+            let kernels = self.module.kernels().len();
+            format!("{kernels} kernel{}", if kernels == 1 { "" } else { "s" })
+        };
+        format!(
+            "{} for {} in {:.3} ms ({what})",
+            if self.loaded { "loaded" } else { "built" },
+            self.module.target(),
+            self.compile_ms,
+        )
+    }
+}
+
+/// Builds MODEL (or loads FILE, an exported module) for `target`. `opt_level` applies to
+/// models only: an exported file was optimized when it was compiled.
+pub fn prepare(spec: &str, target: &Target, opt_level: Option<u8>) -> Result<Prepared> {
+    let backend = backend_for(target)?;
+    prepare_source(spec, model::open(spec)?, target, backend, opt_level)
+}
+
+/// [`prepare`] for an opened MODEL|FILE argument, on `backend` (`None` for `ref`).
+fn prepare_source(
+    spec: &str,
+    source: Source,
+    target: &Target,
+    backend: Option<Arc<dyn Backend>>,
+    opt_level: Option<u8>,
+) -> Result<Prepared> {
+    match source {
+        Source::Model(model) => {
+            let start = Instant::now();
+            let opt_level = opt_level.unwrap_or(DEFAULT_OPT_LEVEL);
+            let module = match backend {
+                Some(backend) => {
+                    build_with(&model.module, target, &model.params, opt_level, backend)
+                }
+                // `ref`: the executor runs the graph-IR reference interpreter itself.
+                None => build(&model.module, target, &model.params, opt_level),
+            }
+            .with_context(|| format!("cannot build {spec} for {target}"))?;
+            Ok(Prepared {
+                module,
+                compile_ms: start.elapsed().as_secs_f64() * 1e3,
+                loaded: false,
+            })
+        }
+        Source::Exported(path) => {
+            if opt_level.is_some() {
+                bail!(
+                    "--opt-level applies when building a model; `{spec}` is an exported \
+                     module, optimized when it was compiled"
+                );
+            }
+            let Some(backend) = backend else {
+                bail!(
+                    "`{spec}` is an exported module: give the target it was compiled for \
+                     with --target (compiling targets: interp); `ref` runs graph-IR models \
+                     in the reference interpreter"
+                );
+            };
+            let start = Instant::now();
+            let module = kiln_executor::load(&path, backend)?;
+            if module.target().kind() != target.kind() {
+                bail!(
+                    "`{spec}` was compiled for `{}`, not `{target}`",
+                    module.target()
+                );
+            }
+            Ok(Prepared {
+                module,
+                compile_ms: start.elapsed().as_secs_f64() * 1e3,
+                loaded: true,
+            })
+        }
+    }
+}
+
+/// Sets the inputs of `exec`: each `NAME=FILE.npy` in `specs` from its file, every other
+/// input random from `seed` (input `i` uses seed `seed + i`, so an input's values do not
+/// depend on which others are given).
+pub fn bind_inputs(
+    exec: &mut GraphExecutor,
+    module: &CompiledModule,
+    specs: &[String],
+    seed: u64,
+) -> Result<()> {
+    let info = exec.get_input_info();
+    let mut given = HashSet::new();
+    for spec in specs {
+        let (name, path) = spec
+            .split_once('=')
+            .with_context(|| format!("--input `{spec}` must look like NAME=FILE.npy"))?;
+        if !info.iter().any(|t| t.name == name) && !module.params().contains_key(name) {
+            let names: Vec<&str> = info.iter().map(|t| t.name.as_str()).collect();
+            bail!(
+                "--input `{name}`: the model has no input of that name (inputs: {})",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            );
+        }
+        let value = NDArray::read_npy(path).with_context(|| format!("--input {name}"))?;
+        exec.set_input(name, &value)
+            .with_context(|| format!("--input {name}"))?;
+        given.insert(name.to_string());
+    }
+    for (i, t) in info.iter().enumerate() {
+        if given.contains(&t.name) {
+            continue;
+        }
+        let value = NDArray::random(t.shape.clone(), t.dtype, seed.wrapping_add(i as u64));
+        exec.set_input(i, &value)
+            .with_context(|| format!("random input {}", t.name))?;
+    }
+    Ok(())
+}
+
+/// Arguments of `kiln compile`.
+pub struct CompileArgs {
+    /// `zoo:NAME` or a text IR file.
+    pub model: String,
+    /// The `--target` text.
+    pub target: String,
+    /// Where to write the exported module.
+    pub output: std::path::PathBuf,
+    /// `--opt-level`, if given.
+    pub opt_level: Option<u8>,
+}
+
+/// `kiln compile MODEL --target T -o FILE [--opt-level N]`: builds MODEL, exports it to
+/// one file, and prints the kernel count, the build time (and its steps) and the memory
+/// plan.
+pub fn compile(args: &CompileArgs) -> Result<()> {
+    let target = parse_target(&args.target)?;
+    let Some(backend) = backend_for(&target)? else {
+        bail!(
+            "target `ref` runs graph-IR models in the reference interpreter and compiles \
+             nothing to export; compile for a target with kernels (interp)"
+        );
+    };
+    let source = model::open(&args.model)?;
+    if let Source::Exported(_) = source {
+        bail!(
+            "`{}` is already an exported module; compile takes a model (zoo:NAME or a text \
+             IR file)",
+            args.model
+        );
+    }
+    let prepared = prepare_source(&args.model, source, &target, Some(backend), args.opt_level)?;
+    let module = &prepared.module;
+    let bytes = module
+        .export_bytes()
+        .with_context(|| format!("cannot export {}", args.model))?;
+    write_file(&args.output, &bytes)?;
+    println!(
+        "compiled {} for {target} (opt-level {}) in {:.3} ms: {} kernels",
+        args.model,
+        args.opt_level.unwrap_or(DEFAULT_OPT_LEVEL),
+        prepared.compile_ms,
+        module.kernels().len()
+    );
+    let steps: Vec<String> = module
+        .build_log()
+        .iter()
+        .map(|(name, ms)| format!("{name} {ms:.3} ms"))
+        .collect();
+    println!("steps: {}", steps.join(", "));
+    let report = module.memory_report();
+    let pct = |a: u64, b: u64| {
+        if b == 0 {
+            100.0
+        } else {
+            100.0 * a as f64 / b as f64
+        }
+    };
+    println!(
+        "memory plan: {} bytes planned vs {} bytes naive ({:.1}%), {} tensors in {} storage \
+         blocks; intermediates {} bytes planned vs {} bytes naive ({:.1}%)",
+        report.planned_bytes,
+        report.naive_bytes,
+        pct(report.planned_bytes, report.naive_bytes),
+        report.num_entries,
+        report.num_storage,
+        report.intermediate_planned_bytes,
+        report.intermediate_naive_bytes,
+        pct(
+            report.intermediate_planned_bytes,
+            report.intermediate_naive_bytes
+        ),
+    );
+    println!("wrote {} ({} bytes)", args.output.display(), bytes.len());
+    Ok(())
+}
+
+/// Writes `bytes` to `path`, naming the path in the error.
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::write(path, bytes).with_context(|| format!("cannot write `{}`", path.display()))
+}
