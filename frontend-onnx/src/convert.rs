@@ -1,0 +1,493 @@
+//! Model-level import: opsets, graph inputs and initializers, walking the nodes in order,
+//! folding nodes whose inputs are all constants, and building `@main`. The per-op
+//! conversions live in `ops`; this file owns the [`Importer`] state they work on and the
+//! small graph-building helpers they share.
+
+use std::collections::{BTreeMap, HashMap};
+
+use kiln_ir::interp::evaluate_function;
+use kiln_ir::op::{self, BinaryKind, UnaryKind};
+use kiln_ir::zoo::Params;
+use kiln_ir::{DType, ExprId, ExprKind, FnAttrs, Module, NDArray, Type};
+
+use crate::error::{Error, Result, UnsupportedNode};
+use crate::ops;
+use crate::proto::{self, AttributeProto, ModelProto, NodeProto};
+use crate::tensor::{dtype_from_onnx, tensor_from_proto};
+
+/// Folded constants larger than this many elements stay computed at run time, so that a
+/// model cannot make the importer allocate without bound.
+const FOLD_LIMIT: usize = 1 << 24;
+
+/// Whether `domain` names ONNX's default operator set.
+fn is_default_domain(domain: &str) -> bool {
+    domain.is_empty() || domain == "ai.onnx"
+}
+
+/// The version of `domain` that the model imports (0 if none).
+fn opset_of(model: &ModelProto, domain: &str) -> i64 {
+    model
+        .opset_import
+        .iter()
+        .filter(|o| {
+            let d = o.domain.as_deref().unwrap_or("");
+            d == domain || (is_default_domain(d) && is_default_domain(domain))
+        })
+        .filter_map(|o| o.version)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Every node of `model`'s graph that kiln cannot import.
+pub(crate) fn unsupported_nodes(model: &ModelProto) -> Vec<UnsupportedNode> {
+    let Some(graph) = &model.graph else {
+        return vec![];
+    };
+    graph
+        .node
+        .iter()
+        .enumerate()
+        .filter_map(|(index, n)| {
+            let domain = n.domain.clone().unwrap_or_default();
+            let op_type = n.op_type.clone().unwrap_or_default();
+            let ok = is_default_domain(&domain) && ops::SUPPORTED.contains(&op_type.as_str());
+            (!ok).then(|| UnsupportedNode {
+                opset: opset_of(model, &domain),
+                op_type,
+                name: n.name.clone().unwrap_or_default(),
+                index,
+                domain,
+            })
+        })
+        .collect()
+}
+
+/// One node being converted: the proto plus what error messages and rules need.
+pub(crate) struct Node<'a> {
+    pub proto: &'a NodeProto,
+    pub op_type: &'a str,
+    pub opset: i64,
+}
+
+impl Node<'_> {
+    /// The attribute `name`, if present.
+    pub fn attr(&self, name: &str) -> Option<&AttributeProto> {
+        self.proto
+            .attribute
+            .iter()
+            .find(|a| a.name.as_deref() == Some(name))
+    }
+
+    /// Integer attribute `name`, or `default`.
+    pub fn int(&self, name: &str, default: i64) -> i64 {
+        self.attr(name).and_then(|a| a.i).unwrap_or(default)
+    }
+
+    /// Float attribute `name`, or `default`.
+    pub fn float(&self, name: &str, default: f32) -> f32 {
+        self.attr(name).and_then(|a| a.f).unwrap_or(default)
+    }
+
+    /// Integer-list attribute `name`, if present.
+    pub fn ints(&self, name: &str) -> Option<Vec<i64>> {
+        self.attr(name).map(|a| a.ints.clone())
+    }
+
+    /// String attribute `name`, or `default`.
+    pub fn string(&self, name: &str, default: &str) -> String {
+        self.attr(name)
+            .and_then(|a| a.s.as_ref())
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .unwrap_or_else(|| default.to_string())
+    }
+
+    /// The name of input `i`, if the node has that input (empty names are absent
+    /// optional inputs).
+    pub fn input_name(&self, i: usize) -> Option<&str> {
+        self.proto
+            .input
+            .get(i)
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+    }
+
+    /// Number of inputs listed (absent optional ones included).
+    pub fn num_inputs(&self) -> usize {
+        self.proto.input.len()
+    }
+
+    /// Number of outputs listed.
+    pub fn num_outputs(&self) -> usize {
+        self.proto.output.len()
+    }
+}
+
+/// The state of one import: the module under construction, the value each ONNX name is
+/// bound to, and the initializers (bound to `@main` params only when first read).
+pub(crate) struct Importer {
+    pub m: Module,
+    values: HashMap<String, ExprId>,
+    initializers: HashMap<String, NDArray>,
+    params: Params,
+    main_params: Vec<ExprId>,
+}
+
+impl Importer {
+    /// The expression for value `name`, binding an initializer to a new `@main` param on
+    /// first use.
+    pub fn value(&mut self, name: &str) -> Result<ExprId> {
+        if let Some(&id) = self.values.get(name) {
+            return Ok(id);
+        }
+        if let Some(t) = self.initializers.get(name) {
+            let v = self.m.var(name, Type::Tensor(t.ty()));
+            self.params.insert(name.to_string(), t.clone());
+            self.main_params.push(v);
+            self.values.insert(name.to_string(), v);
+            return Ok(v);
+        }
+        Err(Error::InvalidModel(format!(
+            "value `{name}` is read before any input, initializer or node defines it"
+        )))
+    }
+
+    /// Input `i` of `n` as an expression; an error if the node lacks it.
+    pub fn input(&mut self, n: &Node, i: usize) -> Result<ExprId> {
+        let name = n
+            .input_name(i)
+            .ok_or_else(|| Error::InvalidModel(format!("input {i} is required but missing")))?;
+        self.value(name)
+    }
+
+    /// Input `i` of `n` as an expression, or `None` if absent.
+    pub fn opt_input(&mut self, n: &Node, i: usize) -> Result<Option<ExprId>> {
+        match n.input_name(i) {
+            Some(name) => self.value(name).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The value of `name` if it is known at import time (a constant or an initializer).
+    pub fn known(&self, name: &str) -> Option<NDArray> {
+        if let Some(&id) = self.values.get(name) {
+            return match self.m.kind(id) {
+                ExprKind::Constant(c) => Some((**c).clone()),
+                _ => self.params.get(name).cloned(),
+            };
+        }
+        self.initializers.get(name).cloned()
+    }
+
+    /// Input `i` of `n`, which must be known at import time; `None` if absent.
+    pub fn const_input(&self, n: &Node, i: usize) -> Result<Option<NDArray>> {
+        let Some(name) = n.input_name(i) else {
+            return Ok(None);
+        };
+        self.known(name).map(Some).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "input {i} (`{name}`) must be a constant or an initializer (kiln's graphs are static)"
+            ))
+        })
+    }
+
+    /// Input `i` of `n` as a list of integers known at import time; `None` if absent.
+    pub fn const_ints(&self, n: &Node, i: usize) -> Result<Option<Vec<i64>>> {
+        Ok(self.const_input(n, i)?.map(|t| t.to_i64_vec()))
+    }
+
+    /// Applies `op` to `args`.
+    pub fn call(&mut self, op: impl Into<op::Op>, args: &[ExprId]) -> Result<ExprId> {
+        Ok(self.m.call(op, args)?)
+    }
+
+    /// The tensor type of `id`.
+    pub fn tensor_ty(&self, id: ExprId) -> Result<kiln_ir::TensorType> {
+        self.m.ty(id).as_tensor().cloned().ok_or_else(|| {
+            Error::InvalidModel(format!("{id} is a tuple where a tensor is expected"))
+        })
+    }
+
+    /// The shape of `id`.
+    pub fn shape(&self, id: ExprId) -> Result<Vec<usize>> {
+        Ok(self.tensor_ty(id)?.shape)
+    }
+
+    /// The dtype of `id`.
+    pub fn dtype(&self, id: ExprId) -> Result<DType> {
+        Ok(self.tensor_ty(id)?.dtype)
+    }
+
+    /// A constant tensor.
+    pub fn constant(&mut self, value: NDArray) -> ExprId {
+        self.m.constant(value)
+    }
+
+    /// A rank-0 constant `v` of `dtype`.
+    pub fn scalar(&mut self, v: f64, dtype: DType) -> ExprId {
+        self.m
+            .constant(NDArray::full(Vec::<usize>::new(), dtype, v))
+    }
+
+    /// A rank-0 constant `v` of the dtype of `like`.
+    pub fn scalar_like(&mut self, v: f64, like: ExprId) -> Result<ExprId> {
+        let d = self.dtype(like)?;
+        Ok(self.scalar(v, d))
+    }
+
+    /// `kind(x)`.
+    pub fn unary(&mut self, kind: UnaryKind, x: ExprId) -> Result<ExprId> {
+        self.call(op::Unary { kind }, &[x])
+    }
+
+    /// `kind(a, b)` with broadcasting.
+    pub fn binary(&mut self, kind: BinaryKind, a: ExprId, b: ExprId) -> Result<ExprId> {
+        self.call(op::Binary { kind }, &[a, b])
+    }
+
+    /// `x` reshaped to `shape`.
+    pub fn reshape(&mut self, x: ExprId, shape: &[usize]) -> Result<ExprId> {
+        if self.shape(x)? == shape {
+            return Ok(x);
+        }
+        let newshape = shape.iter().map(|&d| d as i64).collect();
+        self.call(op::Reshape { newshape }, &[x])
+    }
+
+    /// `x` with its axes permuted.
+    pub fn transpose(&mut self, x: ExprId, perm: Vec<i64>) -> Result<ExprId> {
+        self.call(op::Transpose { axes: Some(perm) }, &[x])
+    }
+
+    /// A reduction of `x` over `axes` (all when `None`).
+    pub fn reduce(
+        &mut self,
+        kind: op::ReduceKind,
+        x: ExprId,
+        axes: Option<Vec<i64>>,
+        keepdims: bool,
+    ) -> Result<ExprId> {
+        self.call(
+            op::Reduce {
+                kind,
+                axis: axes,
+                keepdims,
+                exclude: false,
+            },
+            &[x],
+        )
+    }
+
+    /// `where(cond, a, b)`.
+    pub fn select(&mut self, cond: ExprId, a: ExprId, b: ExprId) -> Result<ExprId> {
+        self.call(op::Where, &[cond, a, b])
+    }
+
+    /// `x` broadcast to `shape` (numpy rules), any dtype.
+    pub fn broadcast_to(&mut self, x: ExprId, shape: &[usize]) -> Result<ExprId> {
+        if self.shape(x)? == shape {
+            return Ok(x);
+        }
+        let ones = self.constant(NDArray::full(shape.to_vec(), DType::Bool, 1.0));
+        self.select(ones, x, x)
+    }
+
+    /// Evaluates `id` (which must depend on constants only) in the reference interpreter.
+    fn evaluate(&mut self, id: ExprId) -> Result<NDArray> {
+        let f = self.m.function(&[], id, FnAttrs::default())?;
+        let v = evaluate_function(&self.m, f, vec![])?;
+        Ok(v.into_tensor("folded constant")?)
+    }
+
+    /// Whether every present input of `n` is a constant node (initializers excluded:
+    /// they stay params).
+    fn all_inputs_constant(&self, n: &Node) -> bool {
+        n.proto.input.iter().filter(|s| !s.is_empty()).all(|name| {
+            self.values
+                .get(name)
+                .is_some_and(|&id| matches!(self.m.kind(id), ExprKind::Constant(_)))
+        })
+    }
+
+    /// Converts one node and binds its outputs, folding them to constants when all its
+    /// inputs are constants.
+    fn convert_node(&mut self, n: &Node) -> Result<()> {
+        let fold = n.num_inputs() > 0 && self.all_inputs_constant(n);
+        let outs = ops::convert(self, n)?;
+        for (i, name) in n.proto.output.iter().enumerate() {
+            if name.is_empty() {
+                continue;
+            }
+            let Some(&id) = outs.get(i) else {
+                return Err(Error::Unsupported(format!(
+                    "output {i} (`{name}`) of {} is not produced by kiln's import",
+                    n.op_type
+                )));
+            };
+            let id = match self.m.ty(id) {
+                Type::Tensor(t)
+                    if fold
+                        && !matches!(self.m.kind(id), ExprKind::Constant(_))
+                        && t.numel() <= FOLD_LIMIT =>
+                {
+                    let v = self.evaluate(id)?;
+                    self.m.constant(v)
+                }
+                _ => id,
+            };
+            self.values.insert(name.clone(), id);
+        }
+        Ok(())
+    }
+}
+
+/// The type of graph input `vi`, with the caller's shape override applied.
+fn input_type(vi: &proto::ValueInfoProto, shapes: &BTreeMap<String, Vec<usize>>) -> Result<Type> {
+    let name = vi.name.as_deref().unwrap_or("");
+    let Some(proto::TypeProto {
+        value: Some(proto::type_proto::Value::TensorType(t)),
+        ..
+    }) = &vi.r#type
+    else {
+        return Err(Error::Unsupported(format!(
+            "graph input `{name}` is not a tensor (sequences, maps and optionals are not supported)"
+        )));
+    };
+    let dtype = dtype_from_onnx(t.elem_type.unwrap_or(0)).map_err(|e| match e {
+        Error::UnsupportedType(m) => Error::UnsupportedType(format!("graph input `{name}`: {m}")),
+        other => other,
+    })?;
+    if let Some(shape) = shapes.get(name) {
+        if let Some(sp) = &t.shape
+            && sp.dim.len() != shape.len()
+        {
+            return Err(Error::InvalidModel(format!(
+                "the shape given for input `{name}` has rank {} but the model says rank {}",
+                shape.len(),
+                sp.dim.len()
+            )));
+        }
+        return Ok(Type::tensor(shape.clone(), dtype));
+    }
+    let Some(sp) = &t.shape else {
+        return Err(Error::InvalidModel(format!(
+            "input `{name}` has no shape in the model; give one (shape override)"
+        )));
+    };
+    let mut shape = Vec::with_capacity(sp.dim.len());
+    for (i, d) in sp.dim.iter().enumerate() {
+        use proto::tensor_shape_proto::dimension::Value;
+        match &d.value {
+            Some(Value::DimValue(v)) if *v >= 0 => shape.push(*v as usize),
+            Some(Value::DimValue(v)) => {
+                return Err(Error::InvalidModel(format!(
+                    "input `{name}` dim {i} is negative ({v})"
+                )));
+            }
+            Some(Value::DimParam(p)) => {
+                return Err(Error::InvalidModel(format!(
+                    "input `{name}` dim {i} is dynamic (`{p}`); give the input's shape (shape override)"
+                )));
+            }
+            None => {
+                return Err(Error::InvalidModel(format!(
+                    "input `{name}` dim {i} is unknown; give the input's shape (shape override)"
+                )));
+            }
+        }
+    }
+    Ok(Type::tensor(shape, dtype))
+}
+
+/// Imports a decoded model.
+pub(crate) fn import_model(
+    model: &ModelProto,
+    shapes: &BTreeMap<String, Vec<usize>>,
+) -> Result<(Module, Params)> {
+    let graph = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| Error::InvalidModel("the model has no graph".into()))?;
+    let unsupported = unsupported_nodes(model);
+    if !unsupported.is_empty() {
+        return Err(Error::UnsupportedOps(unsupported));
+    }
+    let opset = opset_of(model, "");
+    if opset == 0 {
+        return Err(Error::InvalidModel(
+            "the model imports no version of the default ONNX domain (opset_import)".into(),
+        ));
+    }
+    for name in shapes.keys() {
+        if !graph
+            .input
+            .iter()
+            .any(|vi| vi.name.as_deref() == Some(name))
+        {
+            return Err(Error::InvalidModel(format!(
+                "a shape was given for `{name}`, which is not a graph input"
+            )));
+        }
+    }
+    let mut imp = Importer {
+        m: Module::new(),
+        values: HashMap::new(),
+        initializers: HashMap::new(),
+        params: Params::new(),
+        main_params: vec![],
+    };
+    for (i, t) in graph.initializer.iter().enumerate() {
+        let name = t.name.clone().unwrap_or_default();
+        if name.is_empty() {
+            return Err(Error::InvalidModel(format!("initializer {i} has no name")));
+        }
+        let value = tensor_from_proto(t, &format!("initializer `{name}`"))?;
+        imp.initializers.insert(name, value);
+    }
+    for vi in &graph.input {
+        let name = vi.name.clone().unwrap_or_default();
+        if imp.initializers.contains_key(&name) && !shapes.contains_key(&name) {
+            continue;
+        }
+        if name.is_empty() {
+            return Err(Error::InvalidModel("a graph input has no name".into()));
+        }
+        let ty = input_type(vi, shapes)?;
+        imp.initializers.remove(&name);
+        let v = imp.m.var(name.clone(), ty);
+        imp.main_params.push(v);
+        imp.values.insert(name, v);
+    }
+    for (index, p) in graph.node.iter().enumerate() {
+        let n = Node {
+            proto: p,
+            op_type: p.op_type.as_deref().unwrap_or(""),
+            opset,
+        };
+        imp.convert_node(&n).map_err(|e| Error::AtNode {
+            index,
+            name: p.name.clone().unwrap_or_default(),
+            op_type: format!("{}, opset {opset}", n.op_type),
+            source: Box::new(e),
+        })?;
+    }
+    let mut outs = Vec::with_capacity(graph.output.len());
+    for vi in &graph.output {
+        let name = vi.name.as_deref().unwrap_or("");
+        outs.push(imp.value(name).map_err(|_| {
+            Error::InvalidModel(format!("graph output `{name}` is not computed by any node"))
+        })?);
+    }
+    let body = match outs.as_slice() {
+        [] => return Err(Error::InvalidModel("the graph has no outputs".into())),
+        [one] => *one,
+        many => imp.m.tuple(many)?,
+    };
+    let Importer {
+        mut m,
+        params,
+        main_params,
+        ..
+    } = imp;
+    m.set_main(&main_params, body)?;
+    Ok((m, params))
+}

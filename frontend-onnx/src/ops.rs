@@ -1,0 +1,1576 @@
+//! Per-op conversion: each supported ONNX op (default domain) to kiln graph-IR ops,
+//! with the differences between opsets handled where the op is converted (axes and
+//! split sizes moving from attributes to inputs, Clip's bounds becoming inputs, ...).
+//! Ops that kiln's IR has no op for are built from existing ops only where the result
+//! is exact (LeakyRelu as `where`, Gelu through `erf`, Tile and Pad through `take` and
+//! `concatenate`, ArgMax through comparisons and a min-reduction). [`SUPPORTED`] lists
+//! them; every other op is reported unsupported before conversion starts.
+
+use kiln_ir::op::{self, BinaryKind as B, PoolKind, ReduceKind as R, UnaryKind as U};
+use kiln_ir::{DType, ExprId, NDArray};
+
+use crate::convert::{Importer, Node};
+use crate::error::{Error, Result};
+use crate::tensor::dtype_from_onnx;
+
+/// The ONNX op types (default domain) that [`convert`] handles.
+pub const SUPPORTED: &[&str] = &[
+    "Abs",
+    "Add",
+    "And",
+    "ArgMax",
+    "ArgMin",
+    "AveragePool",
+    "BatchNormalization",
+    "Cast",
+    "CastLike",
+    "Celu",
+    "Clip",
+    "Concat",
+    "Constant",
+    "ConstantOfShape",
+    "Conv",
+    "DepthToSpace",
+    "Div",
+    "Dropout",
+    "Elu",
+    "Equal",
+    "Erf",
+    "Exp",
+    "Expand",
+    "Flatten",
+    "Gather",
+    "Gelu",
+    "Gemm",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "Greater",
+    "GreaterOrEqual",
+    "HardSigmoid",
+    "HardSwish",
+    "Identity",
+    "InstanceNormalization",
+    "LRN",
+    "LayerNormalization",
+    "LeakyRelu",
+    "Less",
+    "LessOrEqual",
+    "Log",
+    "LogSoftmax",
+    "LpNormalization",
+    "MatMul",
+    "Max",
+    "MaxPool",
+    "Mean",
+    "Min",
+    "Mish",
+    "Mul",
+    "Neg",
+    "Not",
+    "Or",
+    "PRelu",
+    "Pad",
+    "Pow",
+    "Range",
+    "Reciprocal",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceMin",
+    "ReduceSum",
+    "ReduceSumSquare",
+    "Relu",
+    "Reshape",
+    "Selu",
+    "Shape",
+    "Sigmoid",
+    "Sign",
+    "Size",
+    "Slice",
+    "Softmax",
+    "Softplus",
+    "Softsign",
+    "SpaceToDepth",
+    "Split",
+    "Sqrt",
+    "Squeeze",
+    "Sub",
+    "Sum",
+    "Swish",
+    "Tanh",
+    "ThresholdedRelu",
+    "Tile",
+    "Transpose",
+    "Unsqueeze",
+    "Where",
+    "Xor",
+];
+
+/// Normalises axis `a` into `0..rank`.
+fn axis(a: i64, rank: usize) -> Result<usize> {
+    let r = rank as i64;
+    if a < -r || a >= r {
+        return Err(Error::InvalidModel(format!(
+            "axis {a} is out of range for rank {rank}"
+        )));
+    }
+    Ok(if a < 0 { a + r } else { a } as usize)
+}
+
+/// The numpy broadcast of two shapes.
+fn broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    let r = a.len().max(b.len());
+    let mut out = vec![0; r];
+    for i in 0..r {
+        let da = if i + a.len() >= r {
+            a[i + a.len() - r]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= r {
+            b[i + b.len() - r]
+        } else {
+            1
+        };
+        out[i] = match (da, db) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => {
+                return Err(Error::InvalidModel(format!(
+                    "shapes {a:?} and {b:?} do not broadcast"
+                )));
+            }
+        };
+    }
+    Ok(out)
+}
+
+/// An int64 index vector constant.
+fn indices(v: Vec<i64>) -> NDArray {
+    let n = v.len();
+    NDArray::from_vec([n], v).expect("length matches")
+}
+
+/// Converts node `n`, returning the expression of each of its outputs in order.
+pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let one = |id: ExprId| Ok(vec![id]);
+    match n.op_type {
+        // ---- elementwise unary -------------------------------------------------------
+        "Relu" => unary(imp, n, U::Relu),
+        "Exp" => unary(imp, n, U::Exp),
+        "Log" => unary(imp, n, U::Log),
+        "Sqrt" => unary(imp, n, U::Sqrt),
+        "Tanh" => unary(imp, n, U::Tanh),
+        "Sigmoid" => unary(imp, n, U::Sigmoid),
+        "Erf" => unary(imp, n, U::Erf),
+        "Neg" => unary(imp, n, U::Negative),
+        "Abs" => unary(imp, n, U::Abs),
+        "Reciprocal" => {
+            let x = imp.input(n, 0)?;
+            let c = imp.scalar_like(1.0, x)?;
+            one(imp.binary(B::Divide, c, x)?)
+        }
+        "Identity" => one(imp.input(n, 0)?),
+        "Dropout" => dropout(imp, n),
+        "Cast" => {
+            let x = imp.input(n, 0)?;
+            let to = dtype_from_onnx(n.int("to", 0) as i32)?;
+            one(cast(imp, x, to)?)
+        }
+        "CastLike" => {
+            let x = imp.input(n, 0)?;
+            let like = imp.input(n, 1)?;
+            let to = imp.dtype(like)?;
+            one(cast(imp, x, to)?)
+        }
+        "Sign" => {
+            let x = imp.input(n, 0)?;
+            let zero = imp.scalar_like(0.0, x)?;
+            let pos = imp.scalar_like(1.0, x)?;
+            let neg = imp.scalar_like(-1.0, x)?;
+            let gt = imp.binary(B::Greater, x, zero)?;
+            let lt = imp.binary(B::Less, x, zero)?;
+            let inner = imp.select(lt, neg, zero)?;
+            let inner = imp.broadcast_to(inner, &imp.shape(x)?)?;
+            one(imp.select(gt, pos, inner)?)
+        }
+        "Not" => {
+            let x = imp.input(n, 0)?;
+            let f = imp.scalar(0.0, DType::Bool);
+            one(imp.binary(B::Equal, x, f)?)
+        }
+        "And" | "Or" | "Xor" => {
+            let a = imp.input(n, 0)?;
+            let b = imp.input(n, 1)?;
+            let out = match n.op_type {
+                "Xor" => imp.binary(B::NotEqual, a, b)?,
+                "And" => {
+                    let f = imp.scalar(0.0, DType::Bool);
+                    let shape = broadcast(&imp.shape(a)?, &imp.shape(b)?)?;
+                    let r = imp.select(a, b, f)?;
+                    imp.broadcast_to(r, &shape)?
+                }
+                _ => {
+                    let t = imp.scalar(1.0, DType::Bool);
+                    let shape = broadcast(&imp.shape(a)?, &imp.shape(b)?)?;
+                    let r = imp.select(a, t, b)?;
+                    imp.broadcast_to(r, &shape)?
+                }
+            };
+            one(out)
+        }
+        // ---- activations built from existing ops -----------------------------------
+        "LeakyRelu" => {
+            let x = imp.input(n, 0)?;
+            let alpha = n.float("alpha", 0.01) as f64;
+            let zero = imp.scalar_like(0.0, x)?;
+            let a = imp.scalar_like(alpha, x)?;
+            let gt = imp.binary(B::Greater, x, zero)?;
+            let ax = imp.binary(B::Multiply, a, x)?;
+            one(imp.select(gt, x, ax)?)
+        }
+        "PRelu" => {
+            let x = imp.input(n, 0)?;
+            let slope = imp.input(n, 1)?;
+            let zero = imp.scalar_like(0.0, x)?;
+            let lt = imp.binary(B::Less, x, zero)?;
+            let sx = imp.binary(B::Multiply, slope, x)?;
+            one(imp.select(lt, sx, x)?)
+        }
+        "ThresholdedRelu" => {
+            let x = imp.input(n, 0)?;
+            let alpha = imp.scalar_like(n.float("alpha", 1.0) as f64, x)?;
+            let zero = imp.scalar_like(0.0, x)?;
+            let gt = imp.binary(B::Greater, x, alpha)?;
+            one(imp.select(gt, x, zero)?)
+        }
+        "Elu" | "Selu" => {
+            let x = imp.input(n, 0)?;
+            let (alpha, gamma) = if n.op_type == "Elu" {
+                (n.float("alpha", 1.0), 1.0)
+            } else {
+                (n.float("alpha", 1.673_263_2), n.float("gamma", 1.050_701))
+            };
+            let zero = imp.scalar_like(0.0, x)?;
+            let onec = imp.scalar_like(1.0, x)?;
+            let a = imp.scalar_like(alpha as f64, x)?;
+            let e = imp.unary(U::Exp, x)?;
+            let em1 = imp.binary(B::Subtract, e, onec)?;
+            let neg = imp.binary(B::Multiply, a, em1)?;
+            let gt = imp.binary(B::Greater, x, zero)?;
+            let y = imp.select(gt, x, neg)?;
+            if gamma == 1.0 {
+                one(y)
+            } else {
+                let g = imp.scalar_like(gamma as f64, x)?;
+                one(imp.binary(B::Multiply, g, y)?)
+            }
+        }
+        "Celu" => {
+            let x = imp.input(n, 0)?;
+            let alpha = n.float("alpha", 1.0) as f64;
+            let zero = imp.scalar_like(0.0, x)?;
+            let onec = imp.scalar_like(1.0, x)?;
+            let a = imp.scalar_like(alpha, x)?;
+            let xa = imp.binary(B::Divide, x, a)?;
+            let e = imp.unary(U::Exp, xa)?;
+            let em1 = imp.binary(B::Subtract, e, onec)?;
+            let neg = imp.binary(B::Multiply, a, em1)?;
+            let neg = imp.binary(B::Minimum, zero, neg)?;
+            let pos = imp.binary(B::Maximum, zero, x)?;
+            one(imp.binary(B::Add, pos, neg)?)
+        }
+        "HardSigmoid" | "HardSwish" => {
+            let x = imp.input(n, 0)?;
+            let (alpha, beta) = if n.op_type == "HardSigmoid" {
+                (n.float("alpha", 0.2) as f64, n.float("beta", 0.5) as f64)
+            } else {
+                (1.0 / 6.0, 0.5)
+            };
+            let a = imp.scalar_like(alpha, x)?;
+            let b = imp.scalar_like(beta, x)?;
+            let ax = imp.binary(B::Multiply, a, x)?;
+            let axb = imp.binary(B::Add, ax, b)?;
+            let hs = imp.call(
+                op::Clip {
+                    a_min: kiln_ir::attrs::F64(0.0),
+                    a_max: kiln_ir::attrs::F64(1.0),
+                },
+                &[axb],
+            )?;
+            if n.op_type == "HardSigmoid" {
+                one(hs)
+            } else {
+                one(imp.binary(B::Multiply, x, hs)?)
+            }
+        }
+        "Softplus" => {
+            let x = imp.input(n, 0)?;
+            one(softplus(imp, x)?)
+        }
+        "Softsign" => {
+            let x = imp.input(n, 0)?;
+            let onec = imp.scalar_like(1.0, x)?;
+            let ab = imp.unary(U::Abs, x)?;
+            let d = imp.binary(B::Add, onec, ab)?;
+            one(imp.binary(B::Divide, x, d)?)
+        }
+        "Mish" => {
+            let x = imp.input(n, 0)?;
+            let sp = softplus(imp, x)?;
+            let t = imp.unary(U::Tanh, sp)?;
+            one(imp.binary(B::Multiply, x, t)?)
+        }
+        "Swish" => {
+            let x = imp.input(n, 0)?;
+            let a = imp.scalar_like(n.float("alpha", 1.0) as f64, x)?;
+            let ax = imp.binary(B::Multiply, a, x)?;
+            let s = imp.unary(U::Sigmoid, ax)?;
+            one(imp.binary(B::Multiply, x, s)?)
+        }
+        "Gelu" => {
+            let x = imp.input(n, 0)?;
+            let half = imp.scalar_like(0.5, x)?;
+            let onec = imp.scalar_like(1.0, x)?;
+            let inner = if n.string("approximate", "none") == "tanh" {
+                let c = imp.scalar_like((2.0 / std::f64::consts::PI).sqrt(), x)?;
+                let k = imp.scalar_like(0.044715, x)?;
+                let x2 = imp.binary(B::Multiply, x, x)?;
+                let x3 = imp.binary(B::Multiply, x2, x)?;
+                let kx3 = imp.binary(B::Multiply, k, x3)?;
+                let s = imp.binary(B::Add, x, kx3)?;
+                let cs = imp.binary(B::Multiply, c, s)?;
+                imp.unary(U::Tanh, cs)?
+            } else {
+                let r = imp.scalar_like(std::f64::consts::FRAC_1_SQRT_2, x)?;
+                let xr = imp.binary(B::Multiply, x, r)?;
+                imp.unary(U::Erf, xr)?
+            };
+            let p = imp.binary(B::Add, onec, inner)?;
+            let hx = imp.binary(B::Multiply, half, x)?;
+            one(imp.binary(B::Multiply, hx, p)?)
+        }
+        "Clip" => clip(imp, n),
+        // ---- broadcasting binary ------------------------------------------------------
+        "Add" => binary(imp, n, B::Add),
+        "Sub" => binary(imp, n, B::Subtract),
+        "Mul" => binary(imp, n, B::Multiply),
+        "Div" => binary(imp, n, B::Divide),
+        "Equal" => binary(imp, n, B::Equal),
+        "Less" => binary(imp, n, B::Less),
+        "LessOrEqual" => binary(imp, n, B::LessEqual),
+        "Greater" => binary(imp, n, B::Greater),
+        "GreaterOrEqual" => binary(imp, n, B::GreaterEqual),
+        "Pow" => {
+            let x = imp.input(n, 0)?;
+            let y = imp.input(n, 1)?;
+            let dx = imp.dtype(x)?;
+            let y = cast(imp, y, dx)?;
+            one(imp.binary(B::Power, x, y)?)
+        }
+        "Max" | "Min" | "Sum" | "Mean" => {
+            let kind = match n.op_type {
+                "Max" => B::Maximum,
+                "Min" => B::Minimum,
+                _ => B::Add,
+            };
+            let mut acc = imp.input(n, 0)?;
+            for i in 1..n.num_inputs() {
+                let x = imp.input(n, i)?;
+                acc = imp.binary(kind, acc, x)?;
+            }
+            if n.op_type == "Mean" && n.num_inputs() > 1 {
+                let c = imp.scalar_like(n.num_inputs() as f64, acc)?;
+                acc = imp.binary(B::Divide, acc, c)?;
+            }
+            one(acc)
+        }
+        "Where" => {
+            let c = imp.input(n, 0)?;
+            let x = imp.input(n, 1)?;
+            let y = imp.input(n, 2)?;
+            one(imp.select(c, x, y)?)
+        }
+        // ---- neural-network ops -------------------------------------------------------
+        "Conv" => conv(imp, n),
+        "MaxPool" | "AveragePool" => pool(imp, n),
+        "GlobalAveragePool" | "GlobalMaxPool" => {
+            let x = imp.input(n, 0)?;
+            let rank = imp.shape(x)?.len();
+            let kind = if n.op_type == "GlobalMaxPool" {
+                PoolKind::Max
+            } else {
+                PoolKind::Avg
+            };
+            if rank == 4 {
+                one(imp.call(op::GlobalPool2d { kind }, &[x])?)
+            } else {
+                let rk = if kind == PoolKind::Max {
+                    R::Max
+                } else {
+                    R::Mean
+                };
+                one(imp.reduce(rk, x, Some((2..rank as i64).collect()), true)?)
+            }
+        }
+        "BatchNormalization" => {
+            if n.int("training_mode", 0) != 0 || n.num_outputs() > 1 && n.opset >= 14 {
+                return Err(Error::Unsupported(
+                    "BatchNormalization in training mode".into(),
+                ));
+            }
+            let args = (0..5)
+                .map(|i| imp.input(n, i))
+                .collect::<Result<Vec<_>>>()?;
+            let bn = imp.call(
+                op::BatchNorm {
+                    epsilon: kiln_ir::attrs::F64(n.float("epsilon", 1e-5) as f64),
+                    ..op::BatchNorm::default()
+                },
+                &args,
+            )?;
+            one(imp.m.tuple_get(bn, 0)?)
+        }
+        "InstanceNormalization" => {
+            let x = imp.input(n, 0)?;
+            let scale = imp.input(n, 1)?;
+            let bias = imp.input(n, 2)?;
+            let shape = imp.shape(x)?;
+            let axes: Vec<i64> = (2..shape.len() as i64).collect();
+            let (y, _, _) = normalize(imp, x, axes, n.float("epsilon", 1e-5) as f64)?;
+            let mut cshape = vec![1; shape.len()];
+            if shape.len() >= 2 {
+                cshape[1] = shape[1];
+            }
+            let s = imp.reshape(scale, &cshape[1..])?;
+            let s = imp.reshape(s, &cshape)?;
+            let b = imp.reshape(bias, &cshape)?;
+            let y = imp.binary(B::Multiply, y, s)?;
+            one(imp.binary(B::Add, y, b)?)
+        }
+        "LayerNormalization" => layer_norm(imp, n),
+        "LpNormalization" => {
+            let x = imp.input(n, 0)?;
+            let ax = n.int("axis", -1);
+            let norm = match n.int("p", 2) {
+                1 => {
+                    let a = imp.unary(U::Abs, x)?;
+                    imp.reduce(R::Sum, a, Some(vec![ax]), true)?
+                }
+                2 => {
+                    let sq = imp.binary(B::Multiply, x, x)?;
+                    let s = imp.reduce(R::Sum, sq, Some(vec![ax]), true)?;
+                    imp.unary(U::Sqrt, s)?
+                }
+                p => return Err(Error::Unsupported(format!("LpNormalization with p={p}"))),
+            };
+            one(imp.binary(B::Divide, x, norm)?)
+        }
+        "LRN" => lrn(imp, n),
+        "Gemm" => gemm(imp, n),
+        "MatMul" => {
+            let a = imp.input(n, 0)?;
+            let b = imp.input(n, 1)?;
+            one(matmul(imp, a, b)?)
+        }
+        "Softmax" | "LogSoftmax" => softmax(imp, n),
+        // ---- shapes and data movement -------------------------------------------------
+        "Reshape" => {
+            let x = imp.input(n, 0)?;
+            let target = if n.opset < 5 {
+                n.ints("shape").unwrap_or_default()
+            } else {
+                imp.const_ints(n, 1)?
+                    .ok_or_else(|| Error::InvalidModel("Reshape needs a shape".into()))?
+            };
+            let shape = reshape_target(&imp.shape(x)?, &target, n.int("allowzero", 0) != 0)?;
+            one(imp.reshape(x, &shape)?)
+        }
+        "Flatten" => {
+            let x = imp.input(n, 0)?;
+            let shape = imp.shape(x)?;
+            let mut a = n.int("axis", 1);
+            if a < 0 {
+                a += shape.len() as i64;
+            }
+            if a < 0 || a > shape.len() as i64 {
+                return Err(Error::InvalidModel(format!(
+                    "Flatten axis {} is out of range for rank {}",
+                    n.int("axis", 1),
+                    shape.len()
+                )));
+            }
+            let a = a as usize;
+            let outer = shape[..a].iter().product();
+            let inner = shape[a..].iter().product();
+            one(imp.reshape(x, &[outer, inner])?)
+        }
+        "Transpose" => {
+            let x = imp.input(n, 0)?;
+            let rank = imp.shape(x)?.len() as i64;
+            let perm = n.ints("perm").unwrap_or_else(|| (0..rank).rev().collect());
+            one(imp.transpose(x, perm)?)
+        }
+        "Concat" => {
+            let xs = (0..n.num_inputs())
+                .filter(|&i| n.input_name(i).is_some())
+                .map(|i| imp.input(n, i))
+                .collect::<Result<Vec<_>>>()?;
+            let t = imp.m.tuple(&xs)?;
+            one(imp.call(op::Concatenate::new(n.int("axis", 0)), &[t])?)
+        }
+        "Split" => split(imp, n),
+        "Slice" => slice(imp, n),
+        "Gather" => {
+            let x = imp.input(n, 0)?;
+            let idx = imp.input(n, 1)?;
+            one(imp.call(
+                op::Take {
+                    axis: Some(n.int("axis", 0)),
+                    mode: op::TakeMode::Wrap,
+                },
+                &[x, idx],
+            )?)
+        }
+        "Squeeze" | "Unsqueeze" => squeeze(imp, n),
+        "Expand" => {
+            let x = imp.input(n, 0)?;
+            let target = imp
+                .const_ints(n, 1)?
+                .ok_or_else(|| Error::InvalidModel("Expand needs a shape".into()))?;
+            let target = to_dims(&target)?;
+            let shape = broadcast(&imp.shape(x)?, &target)?;
+            one(imp.broadcast_to(x, &shape)?)
+        }
+        "Tile" => {
+            let mut x = imp.input(n, 0)?;
+            let reps = imp
+                .const_ints(n, 1)?
+                .ok_or_else(|| Error::InvalidModel("Tile needs repeats".into()))?;
+            let shape = imp.shape(x)?;
+            if reps.len() != shape.len() {
+                return Err(Error::InvalidModel(format!(
+                    "Tile repeats {reps:?} do not match rank {}",
+                    shape.len()
+                )));
+            }
+            for (ax, (&r, &d)) in reps.iter().zip(&shape).enumerate() {
+                if r == 1 {
+                    continue;
+                }
+                let r = usize::try_from(r)
+                    .map_err(|_| Error::InvalidModel(format!("Tile repeat {r} is negative")))?;
+                let idx = (0..r * d).map(|i| (i % d.max(1)) as i64).collect();
+                x = take(imp, x, idx, ax)?;
+            }
+            one(x)
+        }
+        "Pad" => pad(imp, n),
+        "DepthToSpace" | "SpaceToDepth" => depth_space(imp, n),
+        // ---- reductions ---------------------------------------------------------------
+        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceL1" | "ReduceL2"
+        | "ReduceSumSquare" | "ReduceLogSum" | "ReduceLogSumExp" => reduce(imp, n),
+        "ArgMax" | "ArgMin" => argmax(imp, n),
+        // ---- constants and shapes, folded at import ---------------------------------------
+        "Constant" => one(constant(imp, n)?),
+        "ConstantOfShape" => {
+            let shape = imp.const_ints(n, 0)?.unwrap_or_default();
+            let shape = to_dims(&shape)?;
+            let value = match n.attr("value").and_then(|a| a.t.as_ref()) {
+                Some(t) => crate::tensor::tensor_from_proto(t, "ConstantOfShape value")?,
+                None => NDArray::scalar(0.0f32),
+            };
+            let v = value.to_f64_vec().first().copied().unwrap_or(0.0);
+            let numel: usize = shape.iter().product();
+            if numel <= 1 << 24 {
+                one(imp.constant(NDArray::full(shape, value.dtype(), v)))
+            } else {
+                let s = imp.scalar(v, value.dtype());
+                one(imp.broadcast_to(s, &shape)?)
+            }
+        }
+        "Shape" => {
+            let x = imp.input(n, 0)?;
+            let shape: Vec<i64> = imp.shape(x)?.iter().map(|&d| d as i64).collect();
+            let r = shape.len() as i64;
+            let clamp = |v: i64| if v < 0 { (v + r).max(0) } else { v.min(r) };
+            let start = clamp(n.int("start", 0)) as usize;
+            let end = clamp(n.int("end", r)) as usize;
+            let part = shape[start..end.max(start)].to_vec();
+            one(imp.constant(indices(part)))
+        }
+        "Size" => {
+            let x = imp.input(n, 0)?;
+            let numel: usize = imp.shape(x)?.iter().product();
+            one(imp.constant(NDArray::scalar(numel as i64)))
+        }
+        "Range" => {
+            let vals = (0..3)
+                .map(|i| {
+                    imp.const_input(n, i)?
+                        .ok_or_else(|| Error::InvalidModel("Range needs 3 inputs".into()))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let dtype = vals[0].dtype();
+            let [start, limit, delta] = [0, 1, 2].map(|i| vals[i].to_f64_vec()[0]);
+            if delta == 0.0 {
+                return Err(Error::InvalidModel("Range delta is 0".into()));
+            }
+            let count = ((limit - start) / delta).ceil().max(0.0) as usize;
+            if count > 1 << 24 {
+                return Err(Error::Unsupported(format!("Range of {count} elements")));
+            }
+            let v = if dtype.is_float() {
+                let (s, d) = (vals[0].to_f64_vec()[0], vals[2].to_f64_vec()[0]);
+                (0..count).map(|i| s + i as f64 * d).collect()
+            } else {
+                let (s, d) = (vals[0].to_i64_vec()[0], vals[2].to_i64_vec()[0]);
+                (0..count).map(|i| (s + i as i64 * d) as f64).collect()
+            };
+            one(imp.constant(NDArray::from_f64([count], dtype, v)?))
+        }
+        other => Err(Error::Unsupported(format!("op `{other}`"))),
+    }
+}
+
+fn unary(imp: &mut Importer, n: &Node, kind: U) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    Ok(vec![imp.unary(kind, x)?])
+}
+
+fn binary(imp: &mut Importer, n: &Node, kind: B) -> Result<Vec<ExprId>> {
+    let a = imp.input(n, 0)?;
+    let b = imp.input(n, 1)?;
+    Ok(vec![imp.binary(kind, a, b)?])
+}
+
+/// `x` cast to `to` (nothing when it already is).
+fn cast(imp: &mut Importer, x: ExprId, to: DType) -> Result<ExprId> {
+    if imp.dtype(x)? == to {
+        return Ok(x);
+    }
+    imp.call(op::Cast::new(to), &[x])
+}
+
+/// `log(1 + exp(x))`.
+fn softplus(imp: &mut Importer, x: ExprId) -> Result<ExprId> {
+    let onec = imp.scalar_like(1.0, x)?;
+    let e = imp.unary(U::Exp, x)?;
+    let s = imp.binary(B::Add, e, onec)?;
+    imp.unary(U::Log, s)
+}
+
+/// Non-negative dims from a list of integers.
+fn to_dims(v: &[i64]) -> Result<Vec<usize>> {
+    v.iter()
+        .map(|&d| {
+            usize::try_from(d)
+                .map_err(|_| Error::InvalidModel(format!("dimension {d} is negative")))
+        })
+        .collect()
+}
+
+/// Picks `idx` along axis `ax` of `x`.
+fn take(imp: &mut Importer, x: ExprId, idx: Vec<i64>, ax: usize) -> Result<ExprId> {
+    let i = imp.constant(indices(idx));
+    imp.call(
+        op::Take {
+            axis: Some(ax as i64),
+            mode: op::TakeMode::Clip,
+        },
+        &[x, i],
+    )
+}
+
+fn dropout(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    if let Some(t) = imp.const_input(n, 2).ok().flatten()
+        && t.to_f64_vec().first().is_some_and(|&v| v != 0.0)
+    {
+        return Err(Error::Unsupported("Dropout in training mode".into()));
+    }
+    if n.opset < 7 && n.int("is_test", 0) == 0 {
+        return Err(Error::Unsupported("Dropout with is_test=0".into()));
+    }
+    if n.input_name(2).is_some() && imp.const_input(n, 2).is_err() {
+        return Err(Error::Unsupported(
+            "Dropout with a computed training_mode".into(),
+        ));
+    }
+    let shape = imp.shape(x)?;
+    let mask = imp.constant(NDArray::full(shape, DType::Bool, 1.0));
+    Ok(vec![x, mask])
+}
+
+fn clip(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let (lo, hi) = if n.opset < 11 {
+        (
+            Some(n.float("min", f32::NEG_INFINITY) as f64),
+            Some(n.float("max", f32::INFINITY) as f64),
+        )
+    } else {
+        let lo = imp.const_input(n, 1)?.map(|t| t.to_f64_vec()[0]);
+        let hi = imp.const_input(n, 2)?.map(|t| t.to_f64_vec()[0]);
+        (lo, hi)
+    };
+    let mut y = x;
+    if let Some(lo) = lo
+        && lo > f64::NEG_INFINITY
+    {
+        let c = imp.scalar_like(lo, x)?;
+        y = imp.binary(B::Maximum, y, c)?;
+    }
+    if let Some(hi) = hi
+        && hi < f64::INFINITY
+    {
+        let c = imp.scalar_like(hi, x)?;
+        y = imp.binary(B::Minimum, y, c)?;
+    }
+    Ok(vec![y])
+}
+
+/// Begin/end padding per spatial axis from `pads`/`auto_pad` for a window op.
+fn window_pads(
+    n: &Node,
+    spatial: &[usize],
+    kernel: &[usize],
+    strides: &[usize],
+    dilations: &[usize],
+) -> Result<Vec<(usize, usize)>> {
+    let k = spatial.len();
+    match n.string("auto_pad", "NOTSET").as_str() {
+        "NOTSET" => {
+            let pads = n.ints("pads").unwrap_or_else(|| vec![0; 2 * k]);
+            if pads.len() != 2 * k || pads.iter().any(|&p| p < 0) {
+                return Err(Error::InvalidModel(format!(
+                    "pads {pads:?} do not fit {k} spatial axes"
+                )));
+            }
+            Ok((0..k)
+                .map(|i| (pads[i] as usize, pads[i + k] as usize))
+                .collect())
+        }
+        "VALID" => Ok(vec![(0, 0); k]),
+        mode @ ("SAME_UPPER" | "SAME_LOWER") => Ok((0..k)
+            .map(|i| {
+                let out = spatial[i].div_ceil(strides[i]);
+                let eff = dilations[i] * (kernel[i] - 1) + 1;
+                let total = ((out.max(1) - 1) * strides[i] + eff).saturating_sub(spatial[i]);
+                let small = total / 2;
+                if mode == "SAME_UPPER" {
+                    (small, total - small)
+                } else {
+                    (total - small, small)
+                }
+            })
+            .collect()),
+        other => Err(Error::InvalidModel(format!("unknown auto_pad `{other}`"))),
+    }
+}
+
+/// A list attribute of `k` positive integers, defaulting to ones.
+fn spatial_attr(n: &Node, name: &str, k: usize) -> Result<Vec<usize>> {
+    let v = n.ints(name).unwrap_or_else(|| vec![1; k]);
+    if v.len() != k || v.iter().any(|&s| s < 1) {
+        return Err(Error::InvalidModel(format!(
+            "`{name}` {v:?} must hold {k} positive values"
+        )));
+    }
+    Ok(v.iter().map(|&s| s as usize).collect())
+}
+
+/// Views a rank-3 `(N, C, L)` tensor as `(N, C, 1, L)`; rank 4 passes. Returns the
+/// view and whether it was lifted.
+fn lift_1d(imp: &mut Importer, x: ExprId, what: &str) -> Result<(ExprId, bool)> {
+    let s = imp.shape(x)?;
+    match s.len() {
+        4 => Ok((x, false)),
+        3 => Ok((imp.reshape(x, &[s[0], s[1], 1, s[2]])?, true)),
+        r => Err(Error::Unsupported(format!(
+            "{what} over {} spatial axes (kiln has 1-D and 2-D)",
+            r.saturating_sub(2)
+        ))),
+    }
+}
+
+fn conv(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let w = imp.input(n, 1)?;
+    let xs = imp.shape(x)?;
+    let ws = imp.shape(w)?;
+    if xs.len() < 3 || ws.len() != xs.len() {
+        return Err(Error::Unsupported(format!(
+            "Conv with data {xs:?} and weight {ws:?}"
+        )));
+    }
+    let k = xs.len() - 2;
+    let strides = spatial_attr(n, "strides", k)?;
+    let dilations = spatial_attr(n, "dilations", k)?;
+    let pads = window_pads(n, &xs[2..], &ws[2..], &strides, &dilations)?;
+    let (x4, lifted) = lift_1d(imp, x, "Conv")?;
+    let w4 = if lifted {
+        imp.reshape(w, &[ws[0], ws[1], 1, ws[2]])?
+    } else {
+        w
+    };
+    let (strides, dilations, padding) = if lifted {
+        (
+            [1, strides[0]],
+            [1, dilations[0]],
+            [0, pads[0].0, 0, pads[0].1],
+        )
+    } else {
+        (
+            [strides[0], strides[1]],
+            [dilations[0], dilations[1]],
+            [pads[0].0, pads[1].0, pads[0].1, pads[1].1],
+        )
+    };
+    let group = n.int("group", 1);
+    let mut y = imp.call(
+        op::Conv2d {
+            strides,
+            padding,
+            dilation: dilations,
+            groups: usize::try_from(group)
+                .map_err(|_| Error::InvalidModel(format!("group {group}")))?,
+            ..op::Conv2d::default()
+        },
+        &[x4, w4],
+    )?;
+    if let Some(b) = imp.opt_input(n, 2)? {
+        y = imp.call(op::BiasAdd { axis: 1 }, &[y, b])?;
+    }
+    if lifted {
+        let s = imp.shape(y)?;
+        y = imp.reshape(y, &[s[0], s[1], s[3]])?;
+    }
+    Ok(vec![y])
+}
+
+fn pool(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    if n.num_outputs() > 1 && !n.proto.output[1].is_empty() {
+        return Err(Error::Unsupported("MaxPool's Indices output".into()));
+    }
+    let x = imp.input(n, 0)?;
+    let xs = imp.shape(x)?;
+    if xs.len() < 3 {
+        return Err(Error::InvalidModel(format!("pooling over data {xs:?}")));
+    }
+    let k = xs.len() - 2;
+    let kernel = n
+        .ints("kernel_shape")
+        .ok_or_else(|| Error::InvalidModel("kernel_shape is required".into()))?;
+    let kernel = spatial_attr_vals(&kernel, k, "kernel_shape")?;
+    let strides = spatial_attr(n, "strides", k)?;
+    let dilations = spatial_attr(n, "dilations", k)?;
+    let pads = window_pads(n, &xs[2..], &kernel, &strides, &dilations)?;
+    let (x4, lifted) = lift_1d(imp, x, n.op_type)?;
+    let kind = if n.op_type == "MaxPool" {
+        PoolKind::Max
+    } else {
+        PoolKind::Avg
+    };
+    let p = if lifted {
+        op::Pool2d {
+            kind,
+            pool_size: [1, kernel[0]],
+            strides: [1, strides[0]],
+            dilation: [1, dilations[0]],
+            padding: [0, pads[0].0, 0, pads[0].1],
+            ceil_mode: n.int("ceil_mode", 0) != 0,
+            count_include_pad: n.int("count_include_pad", 0) != 0,
+        }
+    } else {
+        op::Pool2d {
+            kind,
+            pool_size: [kernel[0], kernel[1]],
+            strides: [strides[0], strides[1]],
+            dilation: [dilations[0], dilations[1]],
+            padding: [pads[0].0, pads[1].0, pads[0].1, pads[1].1],
+            ceil_mode: n.int("ceil_mode", 0) != 0,
+            count_include_pad: n.int("count_include_pad", 0) != 0,
+        }
+    };
+    let mut y = imp.call(p, &[x4])?;
+    if lifted {
+        let s = imp.shape(y)?;
+        y = imp.reshape(y, &[s[0], s[1], s[3]])?;
+    }
+    Ok(vec![y])
+}
+
+fn spatial_attr_vals(v: &[i64], k: usize, name: &str) -> Result<Vec<usize>> {
+    if v.len() != k || v.iter().any(|&s| s < 1) {
+        return Err(Error::InvalidModel(format!(
+            "`{name}` {v:?} must hold {k} positive values"
+        )));
+    }
+    Ok(v.iter().map(|&s| s as usize).collect())
+}
+
+/// `(x - mean) / sqrt(var + eps)` over `axes`, with the mean and `1/sqrt(var + eps)`.
+fn normalize(
+    imp: &mut Importer,
+    x: ExprId,
+    axes: Vec<i64>,
+    eps: f64,
+) -> Result<(ExprId, ExprId, ExprId)> {
+    let mean = imp.reduce(R::Mean, x, Some(axes.clone()), true)?;
+    let d = imp.binary(B::Subtract, x, mean)?;
+    let d2 = imp.binary(B::Multiply, d, d)?;
+    let var = imp.reduce(R::Mean, d2, Some(axes), true)?;
+    let e = imp.scalar_like(eps, x)?;
+    let ve = imp.binary(B::Add, var, e)?;
+    let inv = imp.unary(U::Rsqrt, ve)?;
+    let y = imp.binary(B::Multiply, d, inv)?;
+    Ok((y, mean, inv))
+}
+
+fn layer_norm(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let scale = imp.input(n, 1)?;
+    let bias = imp.opt_input(n, 2)?;
+    let shape = imp.shape(x)?;
+    let r = shape.len();
+    let a = axis(n.int("axis", -1), r)?;
+    let eps = n.float("epsilon", 1e-5) as f64;
+    let last = shape.last().copied().unwrap_or(0);
+    let simple = a + 1 == r
+        && n.num_outputs() == 1
+        && imp.shape(scale)? == [last]
+        && match bias {
+            Some(b) => imp.shape(b)? == [last],
+            None => true,
+        };
+    if simple {
+        let b = match bias {
+            Some(b) => b,
+            None => {
+                let d = imp.dtype(x)?;
+                imp.constant(NDArray::zeros([last], d))
+            }
+        };
+        let y = imp.call(
+            op::LayerNorm {
+                axis: -1,
+                epsilon: kiln_ir::attrs::F64(eps),
+                ..op::LayerNorm::default()
+            },
+            &[x, scale, b],
+        )?;
+        return Ok(vec![y]);
+    }
+    let axes: Vec<i64> = (a as i64..r as i64).collect();
+    let (y, mean, inv) = normalize(imp, x, axes, eps)?;
+    let mut y = imp.binary(B::Multiply, y, scale)?;
+    if let Some(b) = bias {
+        y = imp.binary(B::Add, y, b)?;
+    }
+    Ok(vec![y, mean, inv])
+}
+
+fn lrn(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let shape = imp.shape(x)?;
+    if shape.len() < 3 {
+        return Err(Error::InvalidModel(format!("LRN over data {shape:?}")));
+    }
+    let size = n.int("size", 0);
+    if size < 1 {
+        return Err(Error::InvalidModel(format!("LRN size {size}")));
+    }
+    let size = size as usize;
+    let (alpha, beta, bias) = (
+        n.float("alpha", 1e-4) as f64,
+        n.float("beta", 0.75) as f64,
+        n.float("bias", 1.0) as f64,
+    );
+    let rest: usize = shape[2..].iter().product();
+    let sq = imp.binary(B::Multiply, x, x)?;
+    let sq = imp.reshape(sq, &[shape[0], 1, shape[1], rest])?;
+    let (lo, hi) = ((size - 1) / 2, (size - 1).div_ceil(2));
+    let avg = imp.call(
+        op::Pool2d {
+            padding: [lo, 0, hi, 0],
+            count_include_pad: true,
+            ..op::Pool2d::new(PoolKind::Avg, [size, 1])
+        },
+        &[sq],
+    )?;
+    let avg = imp.reshape(avg, &shape)?;
+    let a = imp.scalar_like(alpha, x)?;
+    let b = imp.scalar_like(bias, x)?;
+    let be = imp.scalar_like(beta, x)?;
+    let t = imp.binary(B::Multiply, a, avg)?;
+    let t = imp.binary(B::Add, b, t)?;
+    let t = imp.binary(B::Power, t, be)?;
+    Ok(vec![imp.binary(B::Divide, x, t)?])
+}
+
+fn gemm(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let mut a = imp.input(n, 0)?;
+    let mut b = imp.input(n, 1)?;
+    if n.int("transA", 0) != 0 {
+        a = imp.transpose(a, vec![1, 0])?;
+    }
+    // dense wants the weight as (N, K).
+    if n.int("transB", 0) == 0 {
+        b = imp.transpose(b, vec![1, 0])?;
+    }
+    let mut y = imp.call(op::Dense::default(), &[a, b])?;
+    let alpha = n.float("alpha", 1.0) as f64;
+    if alpha != 1.0 {
+        let s = imp.scalar_like(alpha, y)?;
+        y = imp.binary(B::Multiply, y, s)?;
+    }
+    if let Some(mut c) = imp.opt_input(n, 2)? {
+        let beta = n.float("beta", 1.0) as f64;
+        if beta != 1.0 {
+            let s = imp.scalar_like(beta, c)?;
+            c = imp.binary(B::Multiply, c, s)?;
+        }
+        y = imp.binary(B::Add, y, c)?;
+    }
+    Ok(vec![y])
+}
+
+/// numpy `matmul`: 1-D operands promoted and demoted, batch dimensions broadcast.
+fn matmul(imp: &mut Importer, a: ExprId, b: ExprId) -> Result<ExprId> {
+    let (sa, sb) = (imp.shape(a)?, imp.shape(b)?);
+    if sa.is_empty() || sb.is_empty() {
+        return Err(Error::InvalidModel("MatMul of a scalar".into()));
+    }
+    let a = if sa.len() == 1 {
+        imp.reshape(a, &[1, sa[0]])?
+    } else {
+        a
+    };
+    let b = if sb.len() == 1 {
+        imp.reshape(b, &[sb[0], 1])?
+    } else {
+        b
+    };
+    let (ma, mb) = (imp.shape(a)?, imp.shape(b)?);
+    let (m, k) = (ma[ma.len() - 2], ma[ma.len() - 1]);
+    let nn = mb[mb.len() - 1];
+    let y = if mb.len() == 2 {
+        let rows: usize = ma[..ma.len() - 1].iter().product();
+        let a2 = imp.reshape(a, &[rows, k])?;
+        let bt = imp.transpose(b, vec![1, 0])?;
+        let y = imp.call(op::Dense::default(), &[a2, bt])?;
+        let mut out = ma[..ma.len() - 1].to_vec();
+        out.push(nn);
+        imp.reshape(y, &out)?
+    } else {
+        let batch = broadcast(&ma[..ma.len() - 2], &mb[..mb.len() - 2])?;
+        let bn: usize = batch.iter().product();
+        let mut full_a = batch.clone();
+        full_a.extend([m, k]);
+        let mut full_b = batch.clone();
+        full_b.extend([mb[mb.len() - 2], nn]);
+        let a3 = if ma[..ma.len() - 2].iter().product::<usize>() == 1 {
+            imp.reshape(a, &[1, m, k])?
+        } else {
+            let a = imp.broadcast_to(a, &full_a)?;
+            imp.reshape(a, &[bn, m, k])?
+        };
+        let b3 = if mb[..mb.len() - 2].iter().product::<usize>() == 1 {
+            imp.reshape(b, &[1, mb[mb.len() - 2], nn])?
+        } else {
+            let b = imp.broadcast_to(b, &full_b)?;
+            imp.reshape(b, &[bn, mb[mb.len() - 2], nn])?
+        };
+        let y = imp.call(
+            op::BatchMatmul {
+                transpose_a: false,
+                transpose_b: false,
+            },
+            &[a3, b3],
+        )?;
+        let mut out = batch;
+        out.extend([m, nn]);
+        imp.reshape(y, &out)?
+    };
+    let mut out = imp.shape(y)?;
+    let r = out.len();
+    if sb.len() == 1 {
+        out.remove(r - 1);
+    }
+    if sa.len() == 1 {
+        out.remove(r - 2);
+    }
+    imp.reshape(y, &out)
+}
+
+fn softmax(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let shape = imp.shape(x)?;
+    let r = shape.len();
+    let log = n.op_type == "LogSoftmax";
+    let (x2, ax) = if n.opset < 13 {
+        let a = n.int("axis", 1);
+        let a = if a < 0 { a + r as i64 } else { a };
+        if a < 0 || a > r as i64 {
+            return Err(Error::InvalidModel(format!("axis {a} for rank {r}")));
+        }
+        let a = a as usize;
+        let outer = shape[..a].iter().product();
+        let inner = shape[a..].iter().product();
+        (imp.reshape(x, &[outer, inner])?, -1)
+    } else {
+        (x, n.int("axis", -1))
+    };
+    let y = if log {
+        let mx = imp.reduce(R::Max, x2, Some(vec![ax]), true)?;
+        let s = imp.binary(B::Subtract, x2, mx)?;
+        let e = imp.unary(U::Exp, s)?;
+        let sum = imp.reduce(R::Sum, e, Some(vec![ax]), true)?;
+        let l = imp.unary(U::Log, sum)?;
+        imp.binary(B::Subtract, s, l)?
+    } else {
+        imp.call(op::Softmax { axis: ax }, &[x2])?
+    };
+    Ok(vec![imp.reshape(y, &shape)?])
+}
+
+/// The explicit target shape of ONNX Reshape (0 copies the input dim unless
+/// `allowzero`, -1 is inferred).
+fn reshape_target(input: &[usize], target: &[i64], allowzero: bool) -> Result<Vec<usize>> {
+    let numel: usize = input.iter().product();
+    let mut out = Vec::with_capacity(target.len());
+    let mut infer = None;
+    for (i, &t) in target.iter().enumerate() {
+        match t {
+            -1 if infer.is_none() => {
+                infer = Some(i);
+                out.push(1);
+            }
+            0 if !allowzero => out.push(*input.get(i).ok_or_else(|| {
+                Error::InvalidModel(format!(
+                    "Reshape copies dim {i} of a rank-{} input",
+                    input.len()
+                ))
+            })?),
+            t if t >= 0 => out.push(t as usize),
+            _ => {
+                return Err(Error::InvalidModel(format!(
+                    "Reshape target {target:?} is invalid"
+                )));
+            }
+        }
+    }
+    if let Some(i) = infer {
+        let known: usize = out.iter().product();
+        if known == 0 || numel % known != 0 {
+            return Err(Error::InvalidModel(format!(
+                "Reshape cannot infer a dim of {target:?} for {input:?}"
+            )));
+        }
+        out[i] = numel / known;
+    }
+    if out.iter().product::<usize>() != numel {
+        return Err(Error::InvalidModel(format!(
+            "Reshape target {target:?} does not hold the {numel} elements of {input:?}"
+        )));
+    }
+    Ok(out)
+}
+
+fn split(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let shape = imp.shape(x)?;
+    let a = axis(n.int("axis", 0), shape.len())?;
+    let d = shape[a];
+    let outs = n.num_outputs();
+    let sizes = if n.opset < 13 {
+        n.ints("split")
+    } else {
+        imp.const_ints(n, 1)?
+    };
+    let sizes: Vec<usize> = match sizes {
+        Some(s) => to_dims(&s)?,
+        None => {
+            let parts = if n.opset >= 18 {
+                n.int("num_outputs", outs as i64) as usize
+            } else {
+                outs
+            };
+            if parts == 0 {
+                return Err(Error::InvalidModel("Split into 0 parts".into()));
+            }
+            let chunk = d.div_ceil(parts);
+            if n.opset < 18 && d % parts != 0 {
+                return Err(Error::InvalidModel(format!(
+                    "Split of {d} into {parts} equal parts"
+                )));
+            }
+            (0..parts)
+                .map(|i| chunk.min(d.saturating_sub(i * chunk)))
+                .collect()
+        }
+    };
+    if sizes.iter().sum::<usize>() != d {
+        return Err(Error::InvalidModel(format!(
+            "Split sizes {sizes:?} do not add up to {d}"
+        )));
+    }
+    let mut res = Vec::with_capacity(sizes.len());
+    let mut start = 0;
+    for &s in &sizes {
+        let idx = (start..start + s).map(|i| i as i64).collect();
+        res.push(take(imp, x, idx, a)?);
+        start += s;
+    }
+    Ok(res)
+}
+
+fn slice(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let shape = imp.shape(x)?;
+    let r = shape.len();
+    let (starts, ends, axes, steps) = if n.opset < 10 {
+        (
+            n.ints("starts").unwrap_or_default(),
+            n.ints("ends").unwrap_or_default(),
+            n.ints("axes"),
+            None,
+        )
+    } else {
+        (
+            imp.const_ints(n, 1)?.unwrap_or_default(),
+            imp.const_ints(n, 2)?.unwrap_or_default(),
+            imp.const_ints(n, 3)?,
+            imp.const_ints(n, 4)?,
+        )
+    };
+    let axes = axes.unwrap_or_else(|| (0..starts.len() as i64).collect());
+    let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
+    if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
+        return Err(Error::InvalidModel(
+            "Slice starts, ends, axes and steps differ in length".into(),
+        ));
+    }
+    let mut y = x;
+    for i in 0..starts.len() {
+        let a = axis(axes[i], r)?;
+        let d = shape[a] as i64;
+        let step = steps[i];
+        if step == 0 {
+            return Err(Error::InvalidModel("Slice step 0".into()));
+        }
+        let norm = |v: i64| if v < 0 { v.saturating_add(d) } else { v };
+        let (s, e) = (norm(starts[i]), norm(ends[i]));
+        let idx: Vec<i64> = if step > 0 {
+            let (s, e) = (s.clamp(0, d), e.clamp(0, d));
+            (s..e.max(s)).step_by(step as usize).collect()
+        } else {
+            let (s, e) = (s.clamp(0, d - 1), e.clamp(-1, d - 1));
+            let mut v = vec![];
+            let mut p = s;
+            while p > e {
+                v.push(p);
+                p += step;
+            }
+            v
+        };
+        if idx.len() as i64 == d && step == 1 {
+            continue;
+        }
+        y = take(imp, y, idx, a)?;
+    }
+    Ok(vec![y])
+}
+
+fn squeeze(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let shape = imp.shape(x)?;
+    let axes = if n.opset < 13 {
+        n.ints("axes")
+    } else {
+        imp.const_ints(n, 1)?
+    };
+    let out = if n.op_type == "Squeeze" {
+        match axes {
+            None => shape.iter().copied().filter(|&d| d != 1).collect(),
+            Some(axes) => {
+                let axes = axes
+                    .iter()
+                    .map(|&a| axis(a, shape.len()))
+                    .collect::<Result<Vec<_>>>()?;
+                for &a in &axes {
+                    if shape[a] != 1 {
+                        return Err(Error::InvalidModel(format!(
+                            "Squeeze axis {a} of {shape:?} is not 1"
+                        )));
+                    }
+                }
+                shape
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !axes.contains(i))
+                    .map(|(_, &d)| d)
+                    .collect()
+            }
+        }
+    } else {
+        let axes = axes.ok_or_else(|| Error::InvalidModel("Unsqueeze needs axes".into()))?;
+        let r = shape.len() + axes.len();
+        let mut axes = axes
+            .iter()
+            .map(|&a| axis(a, r))
+            .collect::<Result<Vec<_>>>()?;
+        axes.sort_unstable();
+        let mut out = Vec::with_capacity(r);
+        let mut it = shape.iter();
+        for i in 0..r {
+            if axes.binary_search(&i).is_ok() {
+                out.push(1);
+            } else {
+                out.push(
+                    *it.next()
+                        .ok_or_else(|| Error::InvalidModel("Unsqueeze axes repeat".into()))?,
+                );
+            }
+        }
+        out
+    };
+    Ok(vec![imp.reshape(x, &out)?])
+}
+
+fn pad(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let mut x = imp.input(n, 0)?;
+    let shape = imp.shape(x)?;
+    let r = shape.len();
+    let mode = n.string("mode", "constant");
+    let (pads, value, axes) = if n.opset < 11 {
+        (
+            n.ints("pads").unwrap_or_default(),
+            n.float("value", 0.0) as f64,
+            None,
+        )
+    } else {
+        (
+            imp.const_ints(n, 1)?.unwrap_or_default(),
+            imp.const_input(n, 2)?
+                .and_then(|t| t.to_f64_vec().first().copied())
+                .unwrap_or(0.0),
+            imp.const_ints(n, 3)?,
+        )
+    };
+    let axes = match axes {
+        Some(a) => a.iter().map(|&a| axis(a, r)).collect::<Result<Vec<_>>>()?,
+        None => (0..r).collect(),
+    };
+    let k = axes.len();
+    if pads.len() != 2 * k {
+        return Err(Error::InvalidModel(format!(
+            "Pad pads {pads:?} do not fit {k} axes"
+        )));
+    }
+    for (j, &a) in axes.iter().enumerate() {
+        let (b, e) = (pads[j], pads[j + k]);
+        if b == 0 && e == 0 {
+            continue;
+        }
+        let d = imp.shape(x)?[a] as i64;
+        let (b0, e0) = (b.max(-d), e.max(-d));
+        // Index of each output position along the axis, or -1 for the constant fill.
+        let positions = (-b0)..(d + e0);
+        let idx: Vec<i64> = match mode.as_str() {
+            "constant" => positions.collect(),
+            "edge" => positions.map(|p| p.clamp(0, d - 1)).collect(),
+            "reflect" if d > 1 => positions
+                .map(|p| {
+                    let period = 2 * (d - 1);
+                    let q = p.rem_euclid(period);
+                    if q < d { q } else { period - q }
+                })
+                .collect(),
+            "wrap" => positions.map(|p| p.rem_euclid(d)).collect(),
+            other => {
+                return Err(Error::Unsupported(format!(
+                    "Pad mode `{other}` on an axis of length {d}"
+                )));
+            }
+        };
+        if d == 0 && mode != "constant" {
+            return Err(Error::Unsupported(format!(
+                "Pad mode `{mode}` of an empty axis"
+            )));
+        }
+        if mode == "constant" {
+            let inner: Vec<i64> = idx.iter().copied().filter(|&p| p >= 0 && p < d).collect();
+            let (before, after) = (b.max(0) as usize, e.max(0) as usize);
+            let core = if inner.len() as i64 == d {
+                x
+            } else {
+                take(imp, x, inner, a)?
+            };
+            let mut parts = vec![];
+            let dtype = imp.dtype(x)?;
+            let fill = |len: usize, imp: &mut Importer| -> Result<ExprId> {
+                let mut s = imp.shape(core)?;
+                s[a] = len;
+                Ok(imp.constant(NDArray::full(s, dtype, value)))
+            };
+            if before > 0 {
+                parts.push(fill(before, imp)?);
+            }
+            parts.push(core);
+            if after > 0 {
+                parts.push(fill(after, imp)?);
+            }
+            x = if parts.len() == 1 {
+                core
+            } else {
+                let t = imp.m.tuple(&parts)?;
+                imp.call(op::Concatenate::new(a as i64), &[t])?
+            };
+        } else {
+            x = take(imp, x, idx, a)?;
+        }
+    }
+    Ok(vec![x])
+}
+
+fn depth_space(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let s = imp.shape(x)?;
+    if s.len() != 4 {
+        return Err(Error::InvalidModel(format!("{} of data {s:?}", n.op_type)));
+    }
+    let b = n.int("blocksize", 0);
+    if b < 1 {
+        return Err(Error::InvalidModel(format!("blocksize {b}")));
+    }
+    let b = b as usize;
+    let (nb, c, h, w) = (s[0], s[1], s[2], s[3]);
+    let y = if n.op_type == "DepthToSpace" {
+        if c % (b * b) != 0 {
+            return Err(Error::InvalidModel(format!("{c} channels, blocksize {b}")));
+        }
+        let c2 = c / (b * b);
+        let (view, perm) = if n.string("mode", "DCR") == "CRD" {
+            (vec![nb, c2, b, b, h, w], vec![0, 1, 4, 2, 5, 3])
+        } else {
+            (vec![nb, b, b, c2, h, w], vec![0, 3, 4, 1, 5, 2])
+        };
+        let v = imp.reshape(x, &view)?;
+        let t = imp.transpose(v, perm)?;
+        imp.reshape(t, &[nb, c2, h * b, w * b])?
+    } else {
+        if h % b != 0 || w % b != 0 {
+            return Err(Error::InvalidModel(format!("{s:?} with blocksize {b}")));
+        }
+        let v = imp.reshape(x, &[nb, c, h / b, b, w / b, b])?;
+        let t = imp.transpose(v, vec![0, 3, 5, 1, 2, 4])?;
+        imp.reshape(t, &[nb, c * b * b, h / b, w / b])?
+    };
+    Ok(vec![y])
+}
+
+fn reduce(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let axes_as_input = if n.op_type == "ReduceSum" {
+        n.opset >= 13
+    } else {
+        n.opset >= 18
+    };
+    let axes = if axes_as_input {
+        imp.const_ints(n, 1)?
+    } else {
+        n.ints("axes")
+    };
+    let keep = n.int("keepdims", 1) != 0;
+    let axes = match axes {
+        Some(a) if !a.is_empty() => Some(a),
+        _ if axes_as_input && n.int("noop_with_empty_axes", 0) != 0 => return Ok(vec![x]),
+        _ => None,
+    };
+    let y = match n.op_type {
+        "ReduceMean" => imp.reduce(R::Mean, x, axes, keep)?,
+        "ReduceSum" => imp.reduce(R::Sum, x, axes, keep)?,
+        "ReduceMax" => imp.reduce(R::Max, x, axes, keep)?,
+        "ReduceMin" => imp.reduce(R::Min, x, axes, keep)?,
+        "ReduceL1" => {
+            let a = imp.unary(U::Abs, x)?;
+            imp.reduce(R::Sum, a, axes, keep)?
+        }
+        "ReduceL2" | "ReduceSumSquare" => {
+            let sq = imp.binary(B::Multiply, x, x)?;
+            let s = imp.reduce(R::Sum, sq, axes, keep)?;
+            if n.op_type == "ReduceL2" {
+                imp.unary(U::Sqrt, s)?
+            } else {
+                s
+            }
+        }
+        "ReduceLogSum" => {
+            let s = imp.reduce(R::Sum, x, axes, keep)?;
+            imp.unary(U::Log, s)?
+        }
+        _ => {
+            let e = imp.unary(U::Exp, x)?;
+            let s = imp.reduce(R::Sum, e, axes, keep)?;
+            imp.unary(U::Log, s)?
+        }
+    };
+    Ok(vec![y])
+}
+
+fn argmax(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let shape = imp.shape(x)?;
+    let a = axis(n.int("axis", 0), shape.len())?;
+    let keep = n.int("keepdims", 1) != 0;
+    let last = n.int("select_last_index", 0) != 0;
+    let rk = if n.op_type == "ArgMax" {
+        R::Max
+    } else {
+        R::Min
+    };
+    let ext = imp.reduce(rk, x, Some(vec![a as i64]), true)?;
+    let hit = imp.binary(B::Equal, x, ext)?;
+    let d = shape[a];
+    let mut ishape = vec![1; shape.len()];
+    ishape[a] = d;
+    let iota = imp.constant(NDArray::from_vec(
+        ishape,
+        (0..d as i64).collect::<Vec<_>>(),
+    )?);
+    let miss = imp.scalar(if last { -1.0 } else { d as f64 }, DType::I64);
+    let cand = imp.select(hit, iota, miss)?;
+    let y = imp.reduce(
+        if last { R::Max } else { R::Min },
+        cand,
+        Some(vec![a as i64]),
+        keep,
+    )?;
+    Ok(vec![y])
+}
+
+fn constant(imp: &mut Importer, n: &Node) -> Result<ExprId> {
+    let value = if let Some(t) = n.attr("value").and_then(|a| a.t.as_ref()) {
+        crate::tensor::tensor_from_proto(t, "Constant value")?
+    } else if let Some(a) = n.attr("value_float") {
+        NDArray::scalar(a.f.unwrap_or(0.0))
+    } else if let Some(a) = n.attr("value_floats") {
+        NDArray::from_vec([a.floats.len()], a.floats.clone())?
+    } else if let Some(a) = n.attr("value_int") {
+        NDArray::scalar(a.i.unwrap_or(0))
+    } else if let Some(a) = n.attr("value_ints") {
+        indices(a.ints.clone())
+    } else {
+        return Err(Error::Unsupported(
+            "Constant without a tensor, float(s) or int(s) value (sparse and string constants)"
+                .into(),
+        ));
+    };
+    Ok(imp.constant(value))
+}
