@@ -183,11 +183,12 @@ impl Importer {
         let Some(name) = n.input_name(i) else {
             return Ok(None);
         };
-        self.known(name).map(Some).ok_or_else(|| {
-            Error::Unsupported(format!(
-                "input {i} (`{name}`) must be a constant or an initializer (kiln's graphs are static)"
-            ))
-        })
+        let _ = i;
+        self.known(name)
+            .map(Some)
+            .ok_or_else(|| Error::NotConstant {
+                input: name.to_string(),
+            })
     }
 
     /// Input `i` of `n` as a list of integers known at import time; `None` if absent.
@@ -402,6 +403,7 @@ fn input_type(vi: &proto::ValueInfoProto, shapes: &BTreeMap<String, Vec<usize>>)
 pub(crate) fn import_model(
     model: &ModelProto,
     shapes: &BTreeMap<String, Vec<usize>>,
+    constants: &BTreeMap<String, NDArray>,
 ) -> Result<(Module, Params)> {
     let graph = model
         .graph
@@ -417,14 +419,14 @@ pub(crate) fn import_model(
             "the model imports no version of the default ONNX domain (opset_import)".into(),
         ));
     }
-    for name in shapes.keys() {
+    for name in shapes.keys().chain(constants.keys()) {
         if !graph
             .input
             .iter()
             .any(|vi| vi.name.as_deref() == Some(name))
         {
             return Err(Error::InvalidModel(format!(
-                "a shape was given for `{name}`, which is not a graph input"
+                "a shape or value was given for `{name}`, which is not a graph input"
             )));
         }
     }
@@ -452,6 +454,17 @@ pub(crate) fn import_model(
             return Err(Error::InvalidModel("a graph input has no name".into()));
         }
         let ty = input_type(vi, shapes)?;
+        if let Some(value) = constants.get(&name) {
+            if Type::Tensor(value.ty()) != ty {
+                return Err(Error::InvalidModel(format!(
+                    "the value bound to input `{name}` is {} but the input is {ty}",
+                    value.ty()
+                )));
+            }
+            let c = imp.m.constant(value.clone());
+            imp.values.insert(name, c);
+            continue;
+        }
         imp.initializers.remove(&name);
         let v = imp.m.var(name.clone(), ty);
         imp.main_params.push(v);

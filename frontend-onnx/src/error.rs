@@ -51,6 +51,13 @@ pub enum Error {
     /// A supported op used with an attribute value or input kiln does not handle.
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// An input that must be known at import time (a shape, axes, pads, ...) is computed
+    /// at run time or is a graph input; binding that graph input to a value
+    /// ([`crate::from_onnx_with_constants`]) makes the model importable.
+    #[error(
+        "input `{input}` must be a constant or an initializer (kiln's graphs are static; bind it with from_onnx_with_constants)"
+    )]
+    NotConstant { input: String },
     /// An element type kiln has no dtype for (double, int16, string, ...).
     #[error("unsupported element type: {0}")]
     UnsupportedType(String),

@@ -45,8 +45,8 @@ pub mod tensor;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use kiln_ir::Module;
 use kiln_ir::zoo::Params;
+use kiln_ir::{Module, NDArray};
 use prost::Message;
 
 pub use error::{Error, Result, UnsupportedNode};
@@ -71,8 +71,20 @@ pub fn decode_model(bytes: &[u8]) -> Result<proto::ModelProto> {
 /// name (and must give one for every input with a dynamic dimension). Returns the module
 /// and its params (the initializers `@main` reads, named as in ONNX).
 pub fn from_onnx(bytes: &[u8], shapes: &BTreeMap<String, Vec<usize>>) -> Result<(Module, Params)> {
+    from_onnx_with_constants(bytes, shapes, &BTreeMap::new())
+}
+
+/// [`from_onnx`] with some graph inputs bound to values known at import time (as TVM's
+/// `freeze_params` does for initializers): each becomes a constant, so inputs that feed
+/// shapes, axes or pads (which kiln needs at import) make the model importable. A bound
+/// value must have the input's type.
+pub fn from_onnx_with_constants(
+    bytes: &[u8],
+    shapes: &BTreeMap<String, Vec<usize>>,
+    constants: &BTreeMap<String, NDArray>,
+) -> Result<(Module, Params)> {
     let model = decode_model(bytes)?;
-    convert::import_model(&model, shapes)
+    convert::import_model(&model, shapes, constants)
 }
 
 /// [`from_onnx`] on the file at `path`.

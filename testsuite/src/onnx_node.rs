@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
-use kiln_frontend_onnx::{Error, decode_model, from_onnx, proto, tensor_from_proto};
+use kiln_frontend_onnx::{Error, decode_model, from_onnx_with_constants, proto, tensor_from_proto};
 use kiln_ir::NDArray;
 use kiln_ir::interp::{Inputs, evaluate};
 use prost::Message;
@@ -65,6 +65,7 @@ fn import_outcome(e: &Error) -> Outcome {
             Outcome::Unsupported(ops.join(" "))
         }
         Error::Unsupported(m) | Error::UnsupportedType(m) => Outcome::Unsupported(m.clone()),
+        Error::NotConstant { .. } => Outcome::Unsupported(e.root().to_string()),
         _ => Outcome::Fail(e.to_string()),
     }
 }
@@ -132,7 +133,28 @@ fn run_case_inner(dir: &Path) -> Result<(), Outcome> {
         .map_err(|e| Outcome::Fail(format!("model.onnx: {e}")))?;
     let model = decode_model(&bytes).map_err(|e| Outcome::Fail(e.to_string()))?;
     let graph = model.graph.clone().unwrap_or_default();
-    let (module, params) = from_onnx(&bytes, &BTreeMap::new()).map_err(|e| import_outcome(&e))?;
+    // Inputs that kiln needs at import (shapes, axes, pads) are bound to the first data
+    // set's values, one at a time, only when the import asks for them.
+    let first_set = dir.join("test_data_set_0");
+    let mut constants = BTreeMap::new();
+    let (module, params) = loop {
+        match from_onnx_with_constants(&bytes, &BTreeMap::new(), &constants) {
+            Ok(r) => break r,
+            Err(e) => match e.root() {
+                Error::NotConstant { input } if !constants.contains_key(input) => {
+                    let j = graph
+                        .input
+                        .iter()
+                        .filter(|vi| !graph.initializer.iter().any(|t| t.name == vi.name))
+                        .position(|vi| vi.name.as_deref() == Some(input.as_str()))
+                        .ok_or_else(|| import_outcome(&e))?;
+                    let value = read_tensor(&first_set.join(format!("input_{j}.pb")))?;
+                    constants.insert(input.clone(), value);
+                }
+                _ => return Err(import_outcome(&e)),
+            },
+        }
+    };
     let inits: Vec<&str> = graph
         .initializer
         .iter()
@@ -165,7 +187,7 @@ fn run_case_inner(dir: &Path) -> Result<(), Outcome> {
                 continue;
             }
             let t = read_tensor(&path)?;
-            if used.contains(name) {
+            if used.contains(name) && !constants.contains_key(*name) {
                 inputs.insert(name.to_string(), t);
             }
         }
