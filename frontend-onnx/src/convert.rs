@@ -312,6 +312,31 @@ impl Importer {
     /// Converts one node and binds its outputs, folding them to constants when all its
     /// inputs are constants.
     fn convert_node(&mut self, n: &Node) -> Result<()> {
+        // Integer initializers (shapes, axes, indices) read by a node whose other inputs
+        // are constants become constants too, so shape arithmetic folds; float
+        // initializers (weights) stay params.
+        let int_init = |imp: &Importer, name: &str| {
+            !imp.values.contains_key(name)
+                && imp
+                    .initializers
+                    .get(name)
+                    .is_some_and(|t| matches!(t.dtype(), DType::I64 | DType::I32))
+        };
+        let foldable = n.proto.input.iter().filter(|s| !s.is_empty()).all(|name| {
+            int_init(self, name)
+                || self
+                    .values
+                    .get(name)
+                    .is_some_and(|&id| matches!(self.m.kind(id), ExprKind::Constant(_)))
+        });
+        if foldable {
+            for name in n.proto.input.iter().filter(|s| !s.is_empty()) {
+                if int_init(self, name) {
+                    let c = self.m.constant(self.initializers[name].clone());
+                    self.values.insert(name.clone(), c);
+                }
+            }
+        }
         let fold = n.num_inputs() > 0 && self.all_inputs_constant(n);
         let outs = ops::convert(self, n)?;
         for (i, name) in n.proto.output.iter().enumerate() {
