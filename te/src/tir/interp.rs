@@ -23,6 +23,12 @@
 //!
 //! Out-of-bounds accesses, unbound variables and type mismatches are errors, never
 //! panics. The interpreter does not run the verifier; callers should.
+//!
+//! [`run`] first tries the compiled fast path ([`compile`], in `interp/compiled.rs`):
+//! CPU-style kernels (no thread-bound loops, barriers, shared buffers or vector values)
+//! are translated once into typed closures and run on typed storage, with the same
+//! results bit for bit and the same errors. Everything else runs in the tree-walking
+//! reference interpreter of this file ([`run_reference`]).
 
 use std::collections::HashMap;
 

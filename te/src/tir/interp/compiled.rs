@@ -50,6 +50,8 @@ type StmtFn = Box<dyn Fn(&mut Frame) -> R<()> + Send + Sync>;
 /// The mutable state of one run: variable slots and buffer storage, by arena index.
 struct Frame {
     ints: Vec<i64>,
+    /// Strength-reduced affine forms (see [`Lin::reg`]).
+    regs: Vec<i64>,
     floats: Vec<f32>,
     bools: Vec<bool>,
     fbufs: Vec<Vec<f32>>,
@@ -97,6 +99,7 @@ pub struct CompiledKernel {
     params: Vec<BufferId>,
     bufs: Vec<Option<BufInfo>>,
     num_vars: usize,
+    num_regs: usize,
     body: StmtFn,
 }
 
@@ -138,6 +141,9 @@ pub fn compile(func: &PrimFunc) -> std::result::Result<CompiledKernel, String> {
         names: Names::new(func),
         vars: vec![None; func.vars.len()],
         ranges: vec![None; func.vars.len()],
+        depth: vec![None; func.vars.len()],
+        loops: vec![],
+        num_regs: 0,
         live: vec![false; func.buffers.len()],
         bufs,
     };
@@ -147,6 +153,7 @@ pub fn compile(func: &PrimFunc) -> std::result::Result<CompiledKernel, String> {
         params: func.params.clone(),
         bufs: c.bufs,
         num_vars: func.vars.len(),
+        num_regs: c.num_regs,
         body,
     })
 }
@@ -166,6 +173,7 @@ impl CompiledKernel {
         let n = self.bufs.len();
         let mut f = Frame {
             ints: vec![0; self.num_vars],
+            regs: vec![0; self.num_regs],
             floats: vec![0.0; self.num_vars],
             bools: vec![false; self.num_vars],
             fbufs: vec![vec![]; n],
@@ -245,11 +253,17 @@ struct Lin {
     c0: i64,
     terms: Vec<(usize, i64)>,
     dtype: DType,
+    /// The register holding the unwrapped sum, kept up to date by the loops (strength
+    /// reduction), if one was assigned.
+    reg: Option<usize>,
 }
 
 impl Lin {
     #[inline(always)]
     fn eval(&self, f: &Frame) -> i64 {
+        if let Some(k) = self.reg {
+            return wrap_int(f.regs[k], self.dtype);
+        }
         let mut s = self.c0;
         for &(v, c) in &self.terms {
             s = s.wrapping_add(f.ints[v].wrapping_mul(c));
@@ -257,7 +271,17 @@ impl Lin {
         wrap_int(s, self.dtype)
     }
 
+    /// The unwrapped sum of the terms.
+    fn raw(&self, f: &Frame) -> i64 {
+        let mut s = self.c0;
+        for &(v, c) in &self.terms {
+            s = s.wrapping_add(f.ints[v].wrapping_mul(c));
+        }
+        s
+    }
+
     fn add(mut self, other: &Lin, sign: i64) -> Lin {
+        self.reg = None;
         self.c0 = self.c0.wrapping_add(other.c0.wrapping_mul(sign));
         for &(v, c) in &other.terms {
             let c = c.wrapping_mul(sign);
@@ -271,6 +295,7 @@ impl Lin {
     }
 
     fn scale(mut self, k: i64) -> Lin {
+        self.reg = None;
         self.c0 = self.c0.wrapping_mul(k);
         for t in &mut self.terms {
             t.1 = t.1.wrapping_mul(k);
@@ -298,6 +323,7 @@ impl IntE {
                 c0: *c,
                 terms: vec![],
                 dtype,
+                reg: None,
             }),
             IntE::Lin(l) => Some(l.clone()),
             IntE::Load(_) | IntE::Dyn(_) => None,
@@ -319,6 +345,15 @@ enum FloatE {
     Const(f32),
     Var(usize),
     Load(Box<LoadE>),
+    /// float32 `a + b`.
+    Add(Box<(FloatE, FloatE)>),
+    /// float32 `a * b`.
+    Mul(Box<(FloatE, FloatE)>),
+    /// float32 `a + b * c`, rounded after the product and after the sum (Rust never
+    /// contracts it into a fused multiply-add).
+    MulAdd(Box<(FloatE, FloatE, FloatE)>),
+    /// `select(c, a, b)`, evaluating only the chosen side.
+    Select(Box<(BoolE, FloatE, FloatE)>),
     Dyn(FloatFn),
 }
 
@@ -329,6 +364,26 @@ impl FloatE {
             FloatE::Const(c) => Ok(*c),
             FloatE::Var(v) => Ok(f.floats[*v]),
             FloatE::Load(l) => l.get(f),
+            FloatE::Add(p) => {
+                let x = p.0.eval(f)?;
+                Ok(x + p.1.eval(f)?)
+            }
+            FloatE::Mul(p) => {
+                let x = p.0.eval(f)?;
+                Ok(x * p.1.eval(f)?)
+            }
+            FloatE::MulAdd(p) => {
+                let a = p.0.eval(f)?;
+                let b = p.1.eval(f)?;
+                Ok(a + b * p.2.eval(f)?)
+            }
+            FloatE::Select(p) => {
+                if p.0.eval(f)? {
+                    p.1.eval(f)
+                } else {
+                    p.2.eval(f)
+                }
+            }
             FloatE::Dyn(g) => g(f),
         }
     }
@@ -469,7 +524,7 @@ enum Addr {
 
 impl Addr {
     /// The flat offset, or the out-of-bounds error naming the first bad index.
-    #[inline]
+    #[inline(always)]
     fn offset(&self, f: &Frame, what: &str) -> R<usize> {
         match self {
             Addr::Flat(l) => Ok(l.eval(f) as usize),
@@ -527,7 +582,7 @@ struct LoadE {
 }
 
 impl LoadE {
-    #[inline]
+    #[inline(always)]
     fn get<T: Elem>(&self, f: &Frame) -> R<T> {
         let off = self.addr.offset(f, "load from")?;
         Ok(T::bufs(f)[self.slot][off])
@@ -591,6 +646,12 @@ struct Compiler<'a> {
     vars: Vec<Option<Ty>>,
     /// The range of each integer variable's values while it is in scope, when known.
     ranges: Vec<Option<(i64, i64)>>,
+    /// For loop variables that never wrap: the depth of their loop in `loops`.
+    depth: Vec<Option<usize>>,
+    /// The enclosing loops, outermost first: the registers each updates per iteration
+    /// (the register, its affine form, and the form's coefficient of the loop variable).
+    loops: Vec<Vec<(usize, Lin, i64)>>,
+    num_regs: usize,
     /// Whether each local buffer is inside its allocation.
     live: Vec<bool>,
     bufs: Vec<Option<BufInfo>>,
@@ -635,13 +696,43 @@ impl Compiler<'_> {
                 let last = *min as i128 + *extent as i128 - 1;
                 self.ranges[var.index()] = (*extent > 0 && *min as i128 >= dlo && last <= dhi)
                     .then_some((*min, last as i64));
-                let body = self.stmt(body)?;
+                if self.ranges[var.index()].is_some() {
+                    self.depth[var.index()] = Some(self.loops.len());
+                }
+                self.loops.push(vec![]);
+                let body = self.stmt(body);
+                let regs = self.loops.pop().expect("pushed above");
                 self.vars[var.index()] = None;
                 self.ranges[var.index()] = None;
+                self.depth[var.index()] = None;
+                let body = body?;
                 let (slot, min, extent) = (var.index(), *min, (*extent).max(0));
+                if regs.is_empty() {
+                    return Ok(Box::new(move |f| {
+                        for t in 0..extent {
+                            f.ints[slot] = wrap_int(min.wrapping_add(t), d);
+                            body(f)?;
+                        }
+                        Ok(())
+                    }));
+                }
+                // The loop variable steps by one without wrapping, so each register
+                // steps by its coefficient.
+                let inits: Vec<(usize, Lin)> =
+                    regs.iter().map(|(k, l, _)| (*k, l.clone())).collect();
+                let steps: Vec<(usize, i64)> = regs.iter().map(|(k, _, c)| (*k, *c)).collect();
                 Box::new(move |f| {
                     for t in 0..extent {
                         f.ints[slot] = wrap_int(min.wrapping_add(t), d);
+                        if t == 0 {
+                            for (k, l) in &inits {
+                                f.regs[*k] = l.raw(f);
+                            }
+                        } else {
+                            for &(k, c) in &steps {
+                                f.regs[k] = f.regs[k].wrapping_add(c);
+                            }
+                        }
                         body(f)?;
                     }
                     Ok(())
@@ -804,6 +895,7 @@ impl Compiler<'_> {
             c0: 0,
             terms: vec![],
             dtype: DType::I64,
+            reg: None,
         });
         for d in &dims {
             let l = match &d.idx {
@@ -811,6 +903,7 @@ impl Compiler<'_> {
                     c0: *c,
                     terms: vec![],
                     dtype: DType::I64,
+                    reg: None,
                 }),
                 IntE::Lin(l) => Some(l.clone()),
                 _ => None,
@@ -827,14 +920,48 @@ impl Compiler<'_> {
         let addr = match flat {
             Some(mut l) => {
                 l.dtype = DType::I64;
+                self.regify(&mut l);
                 Addr::Flat(l)
             }
-            None => Addr::Checked {
-                dims: dims.into_boxed_slice(),
-                name: self.names.buffer(buffer).into(),
-            },
+            None => {
+                for d in &mut dims {
+                    self.regify_int(&mut d.idx);
+                }
+                Addr::Checked {
+                    dims: dims.into_boxed_slice(),
+                    name: self.names.buffer(buffer).into(),
+                }
+            }
         };
         Ok((id, addr, dtype))
+    }
+
+    /// Assigns `l` a register updated by the innermost loop over its variables, when
+    /// they are all loop variables that never wrap.
+    fn regify(&mut self, l: &mut Lin) {
+        if l.reg.is_some() || l.terms.is_empty() {
+            return;
+        }
+        let mut inner: Option<(usize, i64)> = None;
+        for &(v, c) in &l.terms {
+            let Some(d) = self.depth.get(v).copied().flatten() else {
+                return;
+            };
+            if inner.is_none_or(|(e, _)| d > e) {
+                inner = Some((d, c));
+            }
+        }
+        let Some((d, c)) = inner else { return };
+        let k = self.num_regs;
+        self.num_regs += 1;
+        self.loops[d].push((k, l.clone(), c));
+        l.reg = Some(k);
+    }
+
+    fn regify_int(&mut self, e: &mut IntE) {
+        if let IntE::Lin(l) = e {
+            self.regify(l);
+        }
     }
 
     /// The range of an affine form's true value, if its variables have known ranges
@@ -869,6 +996,7 @@ impl Compiler<'_> {
                             c0: 0,
                             terms: vec![(slot, 1)],
                             dtype: d,
+                            reg: None,
                         }),
                         d,
                     ),
@@ -886,10 +1014,16 @@ impl Compiler<'_> {
                 }
             }
             Expr::Binary { op, lhs, rhs } => {
-                let a = self.expr(lhs)?;
-                let b = self.expr(rhs)?;
+                let mut a = self.expr(lhs)?;
+                let mut b = self.expr(rhs)?;
                 if a.ty() != b.ty() {
                     return Err(format!("operands of {op:?} differ in type"));
+                }
+                if !matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul)
+                    && let (CExpr::I(x, _), CExpr::I(y, _)) = (&mut a, &mut b)
+                {
+                    self.regify_int(x);
+                    self.regify_int(y);
                 }
                 binary(*op, a, b)?
             }
@@ -913,14 +1047,9 @@ impl Compiler<'_> {
                         )),
                         d,
                     ),
-                    (CExpr::F(t, d), CExpr::F(e, d2)) if d == d2 => CExpr::F(
-                        FloatE::Dyn(Box::new(
-                            move |f| {
-                                if c.eval(f)? { t.eval(f) } else { e.eval(f) }
-                            },
-                        )),
-                        d,
-                    ),
+                    (CExpr::F(t, d), CExpr::F(e, d2)) if d == d2 => {
+                        CExpr::F(FloatE::Select(Box::new((c, t, e))), d)
+                    }
                     (CExpr::B(t), CExpr::B(e)) => CExpr::B(BoolE::Dyn(Box::new(move |f| {
                         if c.eval(f)? { t.eval(f) } else { e.eval(f) }
                     }))),
@@ -967,6 +1096,15 @@ fn binary(op: BinOp, a: CExpr, b: CExpr) -> CResult<CExpr> {
                 })));
             }
             let h = d == DType::F16;
+            let (x, y) = match (h, op, x, y) {
+                (false, Add, x, FloatE::Mul(p)) => {
+                    let (b, c) = *p;
+                    return Ok(CExpr::F(FloatE::MulAdd(Box::new((x, b, c))), d));
+                }
+                (false, Add, x, y) => return Ok(CExpr::F(FloatE::Add(Box::new((x, y))), d)),
+                (false, Mul, x, y) => return Ok(CExpr::F(FloatE::Mul(Box::new((x, y))), d)),
+                (_, _, x, y) => (x, y),
+            };
             macro_rules! arith {
                 (|$p:ident, $q:ident| $body:expr) => {
                     FloatE::Dyn(Box::new(move |f: &Frame| {
