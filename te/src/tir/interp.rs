@@ -23,6 +23,12 @@
 //!
 //! Out-of-bounds accesses, unbound variables and type mismatches are errors, never
 //! panics. The interpreter does not run the verifier; callers should.
+//!
+//! [`run`] first tries the compiled fast path ([`compile`], in `interp/compiled.rs`):
+//! CPU-style kernels (no thread-bound loops, barriers, shared buffers or vector values)
+//! are translated once into typed closures and run on typed storage, with the same
+//! results bit for bit and the same errors. Everything else runs in the tree-walking
+//! reference interpreter of this file ([`run_reference`]).
 
 use std::collections::HashMap;
 
@@ -35,9 +41,57 @@ use super::stmt::{ForKind, Stmt};
 use super::types::{BufferId, Scope, VarId};
 use crate::error::{Error, Result};
 
+mod compiled;
+
+pub use compiled::{CompiledKernel, compile};
+
 /// Runs `func` with one array per parameter (inputs then outputs, in order); outputs
 /// (and any parameter the kernel stores to) are written in place.
+///
+/// Kernels the compiled fast path accepts (see [`compile`]) run there; the others
+/// (thread-bound loops, shared memory, vector values, ill-typed trees) run in the
+/// tree-walking reference interpreter ([`run_reference`]). Both give identical results.
 pub fn run(func: &PrimFunc, args: &mut [NDArray]) -> Result<()> {
+    check_args(func, args)?;
+    match compile(func) {
+        Ok(k) => k.run(args),
+        Err(_) => run_reference(func, args),
+    }
+}
+
+/// Checks that `args` match `func`'s parameters in number, shape and dtype.
+fn check_args(func: &PrimFunc, args: &[NDArray]) -> Result<()> {
+    if args.len() != func.params.len() {
+        return Err(Error::InvalidArgument(format!(
+            "@{} takes {} buffers, got {}",
+            func.name,
+            func.params.len(),
+            args.len()
+        )));
+    }
+    let names = Names::new(func);
+    for (&p, arr) in func.params.iter().zip(args.iter()) {
+        let b = func.buffer(p).ok_or_else(|| {
+            Error::InvalidArgument(format!("parameter {p} is not in the buffer arena"))
+        })?;
+        if arr.shape() != b.shape.as_slice() || arr.dtype() != b.dtype {
+            return Err(Error::InvalidArgument(format!(
+                "buffer {} is {:?} {}, got an array of shape {:?} {}",
+                names.buffer(p),
+                b.shape,
+                b.dtype,
+                arr.shape(),
+                arr.dtype()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `func` in the tree-walking reference interpreter, which handles every kernel
+/// (thread-bound loops, barriers, shared memory, vector values); [`run`] uses it for
+/// the kernels the compiled fast path does not accept.
+pub fn run_reference(func: &PrimFunc, args: &mut [NDArray]) -> Result<()> {
     if args.len() != func.params.len() {
         return Err(Error::InvalidArgument(format!(
             "@{} takes {} buffers, got {}",
@@ -922,45 +976,75 @@ fn binary_num(op: BinOp, d: DType, x: Num, y: Num) -> Result<Num> {
         return Ok(Num::F(round_float(r as f64, d)));
     }
     let (x, y) = (x.as_i64(), y.as_i64());
-    let zero_div = || Error::Eval(format!("integer division by zero ({op:?})"));
     let r = match op {
         Add => x.wrapping_add(y),
         Sub => x.wrapping_sub(y),
         Mul => x.wrapping_mul(y),
-        Div => x.checked_div(y).ok_or_else(zero_div).or_else(|e| {
-            if y == -1 {
-                Ok(x.wrapping_neg())
-            } else {
-                Err(e)
-            }
-        })?,
-        FloorDiv => {
-            if y == 0 {
-                return Err(zero_div());
-            }
-            let q = x.wrapping_div(y);
-            if x.wrapping_rem(y) != 0 && ((x < 0) != (y < 0)) {
-                q - 1
-            } else {
-                q
-            }
-        }
-        FloorMod => {
-            if y == 0 {
-                return Err(zero_div());
-            }
-            let r = x.wrapping_rem(y);
-            if r != 0 && ((r < 0) != (y < 0)) {
-                r + y
-            } else {
-                r
-            }
-        }
+        Div => int_div(x, y)?,
+        FloorDiv => int_floordiv(x, y)?,
+        FloorMod => int_floormod(x, y)?,
         Min => x.min(y),
         Max => x.max(y),
         _ => return Err(Error::Eval(format!("{op:?} on {d}"))),
     };
     Ok(Num::I(wrap_int(r, d)))
+}
+
+fn zero_div(op: BinOp) -> Error {
+    Error::Eval(format!("integer division by zero ({op:?})"))
+}
+
+/// Integer `/` (truncating) before wrapping; division by zero is an error.
+fn int_div(x: i64, y: i64) -> Result<i64> {
+    match x.checked_div(y) {
+        Some(q) => Ok(q),
+        None if y == -1 => Ok(x.wrapping_neg()),
+        None => Err(zero_div(BinOp::Div)),
+    }
+}
+
+/// Integer `floordiv` before wrapping; division by zero is an error.
+fn int_floordiv(x: i64, y: i64) -> Result<i64> {
+    if y == 0 {
+        return Err(zero_div(BinOp::FloorDiv));
+    }
+    let q = x.wrapping_div(y);
+    Ok(if x.wrapping_rem(y) != 0 && ((x < 0) != (y < 0)) {
+        q - 1
+    } else {
+        q
+    })
+}
+
+/// Integer `floormod` before wrapping; division by zero is an error.
+fn int_floormod(x: i64, y: i64) -> Result<i64> {
+    if y == 0 {
+        return Err(zero_div(BinOp::FloorMod));
+    }
+    let r = x.wrapping_rem(y);
+    Ok(if r != 0 && ((r < 0) != (y < 0)) {
+        r + y
+    } else {
+        r
+    })
+}
+
+/// One float intrinsic of one lane, computed in `f32` (before rounding to the dtype).
+fn float_intrinsic(intrinsic: Intrinsic, x: f32, y: f32, z: f32) -> f32 {
+    match intrinsic {
+        Intrinsic::Exp => x.exp(),
+        Intrinsic::Log => x.ln(),
+        Intrinsic::Sqrt => x.sqrt(),
+        Intrinsic::Rsqrt => 1.0 / x.sqrt(),
+        Intrinsic::Tanh => x.tanh(),
+        Intrinsic::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        Intrinsic::Erf => erf(x as f64) as f32,
+        Intrinsic::Fma => x.mul_add(y, z),
+        Intrinsic::Pow => x.powf(y),
+        Intrinsic::Abs => x.abs(),
+        Intrinsic::Floor => x.floor(),
+        Intrinsic::Ceil => x.ceil(),
+    }
 }
 
 fn call(intrinsic: Intrinsic, args: &[Value]) -> Result<Value> {
@@ -995,22 +1079,11 @@ fn call(intrinsic: Intrinsic, args: &[Value]) -> Result<Value> {
     }
     let mut lanes = Vec::with_capacity(n);
     for l in 0..n {
-        let x = args[0].lanes[l].as_f64() as f32;
-        let arg = |k: usize| args[k].lanes[l].as_f64() as f32;
-        let r = match intrinsic {
-            Intrinsic::Exp => x.exp(),
-            Intrinsic::Log => x.ln(),
-            Intrinsic::Sqrt => x.sqrt(),
-            Intrinsic::Rsqrt => 1.0 / x.sqrt(),
-            Intrinsic::Tanh => x.tanh(),
-            Intrinsic::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-            Intrinsic::Erf => erf(x as f64) as f32,
-            Intrinsic::Fma => x.mul_add(arg(1), arg(2)),
-            Intrinsic::Pow => x.powf(arg(1)),
-            Intrinsic::Abs => x.abs(),
-            Intrinsic::Floor => x.floor(),
-            Intrinsic::Ceil => x.ceil(),
+        let arg = |k: usize| {
+            args.get(k)
+                .map_or(0.0, |a: &Value| a.lanes[l].as_f64() as f32)
         };
+        let r = float_intrinsic(intrinsic, arg(0), arg(1), arg(2));
         lanes.push(Num::F(round_float(r as f64, d)));
     }
     Ok(Value { dtype: d, lanes })
