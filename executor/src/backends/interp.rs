@@ -34,16 +34,17 @@ impl Backend for InterpBackend {
         for k in kernels {
             tir::verify(k)?;
         }
+        // Compiled to the interpreter's fast path once, here, not per call.
         Ok(Arc::new(InterpLibrary {
-            kernels: kernels.to_vec(),
+            kernels: kernels.iter().map(tir::interp::prepare).collect(),
         }))
     }
 }
 
-/// The interp backend's kernels (kept as loop IR) and device.
+/// The interp backend's kernels (prepared for the loop-IR interpreter) and device.
 #[derive(Debug)]
 pub struct InterpLibrary {
-    kernels: Vec<PrimFunc>,
+    kernels: Vec<tir::interp::Prepared>,
 }
 
 /// A buffer of the interp device: bytes behind a lock, so kernel calls from several
@@ -127,12 +128,13 @@ impl KernelLibrary for InterpLibrary {
     }
 
     fn call(&self, kernel: usize, args: &[Arc<dyn DeviceBuffer>]) -> Result<()> {
-        let func = self.kernels.get(kernel).ok_or_else(|| {
+        let prepared = self.kernels.get(kernel).ok_or_else(|| {
             device_err(format!(
                 "kernel {kernel} called, the library has {}",
                 self.kernels.len()
             ))
         })?;
+        let func = prepared.func();
         if args.len() != func.params.len() {
             return Err(device_err(format!(
                 "@{} takes {} buffers, got {}",
@@ -158,7 +160,7 @@ impl KernelLibrary for InterpLibrary {
             })?;
             arrays.push(NDArray::from_le_bytes(b.shape.clone(), b.dtype, part)?);
         }
-        tir::run(func, &mut arrays)?;
+        prepared.run(&mut arrays)?;
         for (k, (arr, arg)) in arrays.iter().zip(args).enumerate() {
             if k >= func.num_inputs {
                 let bytes = arr.to_le_bytes();

@@ -52,10 +52,44 @@ pub use compiled::{CompiledKernel, compile};
 /// (thread-bound loops, shared memory, vector values, ill-typed trees) run in the
 /// tree-walking reference interpreter ([`run_reference`]). Both give identical results.
 pub fn run(func: &PrimFunc, args: &mut [NDArray]) -> Result<()> {
-    check_args(func, args)?;
-    match compile(func) {
-        Ok(k) => k.run(args),
-        Err(_) => run_reference(func, args),
+    prepare(func).run(args)
+}
+
+/// A kernel made ready to run many times: compiled to the fast path when it qualifies,
+/// otherwise kept for the reference interpreter. Prepare once (at build or load time),
+/// then [`Prepared::run`] per call.
+#[derive(Debug)]
+pub struct Prepared {
+    func: PrimFunc,
+    fast: Option<CompiledKernel>,
+}
+
+/// Prepares `func` for repeated runs (see [`Prepared`]).
+pub fn prepare(func: &PrimFunc) -> Prepared {
+    Prepared {
+        func: func.clone(),
+        fast: compile(func).ok(),
+    }
+}
+
+impl Prepared {
+    /// The kernel.
+    pub fn func(&self) -> &PrimFunc {
+        &self.func
+    }
+
+    /// Whether the compiled fast path runs this kernel.
+    pub fn is_compiled(&self) -> bool {
+        self.fast.is_some()
+    }
+
+    /// Runs the kernel as [`run`] does.
+    pub fn run(&self, args: &mut [NDArray]) -> Result<()> {
+        check_args(&self.func, args)?;
+        match &self.fast {
+            Some(k) => k.run(args),
+            None => run_reference(&self.func, args),
+        }
     }
 }
 
