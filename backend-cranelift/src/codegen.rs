@@ -400,9 +400,7 @@ impl Cx<'_, '_> {
                     return Err(self.unsupported(format_args!("loop over a {d} variable")));
                 }
                 match kind {
-                    ForKind::Parallel if self.outline => {
-                        self.parallel(*var, d, *min, *extent, body)
-                    }
+                    ForKind::Parallel if self.outline => self.parallel(*var, *min, *extent, body),
                     ForKind::Unrolled if *extent <= UNROLL_LIMIT => {
                         for i in 0..*extent {
                             let v = self.iconst(cl_ty(d), min + i);
@@ -510,7 +508,7 @@ impl Cx<'_, '_> {
     }
 
     /// Outlines a parallel loop and runs it on the pool.
-    fn parallel(&mut self, var: VarId, d: DType, min: i64, extent: i64, body: &Stmt) -> Result<()> {
+    fn parallel(&mut self, var: VarId, min: i64, extent: i64, body: &Stmt) -> Result<()> {
         let idx = self.pending.len();
         let name = format!("{}_par{idx}", self.env.name);
         let id = self
@@ -549,7 +547,6 @@ impl Cx<'_, '_> {
                 ((vars.len() + k) * 8) as i32,
             );
         }
-        let _ = d;
         let r = self.module.declare_func_in_func(id, self.b.func);
         let fptr = self.b.ins().func_addr(self.env.ptr, r);
         let lo = self.iconst(types::I64, min);
