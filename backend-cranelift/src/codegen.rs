@@ -1,0 +1,1118 @@
+//! Loop IR → Cranelift IR → machine code: every kernel of a model is verified
+//! (`tir::verify`), translated, and defined in one [`JITModule`].
+//!
+//! The ABI of a kernel is `fn(args: *const *mut u8, ctx: *const CallCtx)`, one pointer per
+//! buffer parameter. Translation is a direct walk of the statement tree:
+//! - loops become counted loops (`vectorized` and thread-bound loops run as scalar
+//!   loops, `unrolled` loops up to [`UNROLL_LIMIT`] iterations are unrolled); the
+//!   outermost `parallel` loop is outlined into its own function `(args, ctx, env,
+//!   start, end)` that the thread pool calls per chunk, with every variable and local
+//!   buffer in scope captured in an `env` array;
+//! - accesses flatten their indices row-major with the buffer's constant strides;
+//! - local allocations are zero-filled stack slots, or heap scratch (through the host)
+//!   above [`STACK_LIMIT`] bytes;
+//! - `select` is lazy exactly as in the interpreter: a side that may load, divide or call
+//!   out runs behind a branch; pure sides become a branch-free `select`;
+//! - values keep their dtype's semantics: integers wrap, `/` truncates, floordiv and
+//!   floormod round down, division by zero reports an error through the call context
+//!   instead of trapping, float→int casts saturate, float16 is computed in f32 and
+//!   rounded after each operation;
+//! - intrinsics are inline instructions where Cranelift has them (`sqrt`, `fma`, `abs`,
+//!   `floor`, `ceil`, `rsqrt` as `1/sqrt`) and registered host functions otherwise
+//!   (`exp`, `log`, `tanh`, `erf`, `pow`; `sigmoid` is `1/(1+exp(-x))`).
+//!
+//! Vector-typed expressions (`ramp`, `broadcast`, vector variables) and barriers are
+//! refused with [`Error::Unsupported`].
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use cranelift_codegen::Context;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{
+    AbiParam, BlockArg, FuncRef, Function, InstBuilder, MemFlagsData, Signature, StackSlotData,
+    StackSlotKind, Type, UserFuncName, Value, types,
+};
+use cranelift_codegen::isa::TargetFrontendConfig;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
+use kiln_executor::Error;
+use kiln_ir::DType;
+use kiln_te::tir::{self, BinOp, BufferId, Expr, ForKind, Intrinsic, PrimFunc, Scope, Stmt, VarId};
+
+use crate::runtime::{self, Host, HostTy, status};
+
+type Result<T> = std::result::Result<T, Error>;
+
+/// Unrolled loops with at most this many iterations are unrolled; longer ones loop.
+pub const UNROLL_LIMIT: i64 = 32;
+/// Local buffers up to this many bytes live on the stack; larger ones on the heap.
+pub const STACK_LIMIT: usize = 64 << 10;
+/// Local buffers up to this many bytes are zero-filled with inline stores.
+const INLINE_ZERO_LIMIT: usize = 256;
+
+/// The machine code of a model's kernels.
+pub(crate) struct Compiled {
+    /// The JIT module that owns the code.
+    pub module: JITModule,
+    /// Entry point of each kernel, in order.
+    pub entries: Vec<runtime::KernelFn>,
+    /// Wall time of translation and code generation.
+    pub compile_time: Duration,
+}
+
+fn internal(e: impl std::fmt::Display) -> Error {
+    Error::Internal(format!("cranelift: {e}"))
+}
+
+/// The ISA of the host, with its native features (SSE4.1, AVX, FMA, ...).
+fn host_isa() -> Result<cranelift_codegen::isa::OwnedTargetIsa> {
+    let mut fb = settings::builder();
+    for (k, v) in [
+        ("opt_level", "speed"),
+        ("use_colocated_libcalls", "false"),
+        ("is_pic", "false"),
+        ("enable_probestack", "true"),
+        ("probestack_strategy", "inline"),
+    ] {
+        fb.set(k, v).map_err(internal)?;
+    }
+    let isa = cranelift_native::builder_with_options(true)
+        .map_err(|e| Error::Unsupported(format!("the cpu target on this host: {e}")))?;
+    isa.finish(settings::Flags::new(fb)).map_err(internal)
+}
+
+/// Verifies and compiles `kernels` into one JIT module.
+pub(crate) fn compile(kernels: &[PrimFunc]) -> Result<Compiled> {
+    let start = Instant::now();
+    for k in kernels {
+        tir::verify(k)?;
+    }
+    let mut jb = JITBuilder::with_isa(host_isa()?, default_libcall_names());
+    runtime::register(&mut jb);
+    let mut module = JITModule::new(jb);
+    let ptr = module.target_config().pointer_type();
+    let call_conv = module.isa().default_call_conv();
+    let fcfg = module.isa().frontend_config();
+    let cl = |t: HostTy| match t {
+        HostTy::Ptr => ptr,
+        HostTy::I32 => types::I32,
+        HostTy::I64 => types::I64,
+        HostTy::F32 => types::F32,
+    };
+    let mut hosts = HashMap::new();
+    for h in Host::ALL {
+        let (ps, rs) = h.signature();
+        let mut sig = Signature::new(call_conv);
+        sig.params.extend(ps.iter().map(|&t| AbiParam::new(cl(t))));
+        sig.returns.extend(rs.iter().map(|&t| AbiParam::new(cl(t))));
+        let id = module
+            .declare_function(h.name(), Linkage::Import, &sig)
+            .map_err(internal)?;
+        hosts.insert(h, id);
+    }
+    let mut kernel_sig = Signature::new(call_conv);
+    kernel_sig
+        .params
+        .extend([AbiParam::new(ptr), AbiParam::new(ptr)]);
+    let mut body_sig = Signature::new(call_conv);
+    body_sig.params.extend([
+        AbiParam::new(ptr),
+        AbiParam::new(ptr),
+        AbiParam::new(ptr),
+        AbiParam::new(types::I64),
+        AbiParam::new(types::I64),
+    ]);
+    let mut ctx = module.make_context();
+    let mut fctx = FunctionBuilderContext::new();
+    let mut ids = vec![];
+    for (i, k) in kernels.iter().enumerate() {
+        let id = module
+            .declare_function(&format!("kiln_k{i}"), Linkage::Local, &kernel_sig)
+            .map_err(internal)?;
+        let mut pending: Vec<Outlined> = vec![];
+        let env = Env {
+            func: k,
+            hosts: &hosts,
+            ptr,
+            fcfg,
+            body_sig: &body_sig,
+            name: format!("kiln_k{i}"),
+        };
+        ctx.func =
+            Function::with_name_signature(UserFuncName::user(0, id.as_u32()), kernel_sig.clone());
+        env.translate(&mut module, &mut ctx, &mut fctx, None, &mut pending)?;
+        define(&mut module, id, &mut ctx, k)?;
+        let mut next = 0;
+        while next < pending.len() {
+            let o = pending[next].clone();
+            next += 1;
+            ctx.func = Function::with_name_signature(
+                UserFuncName::user(0, o.id.as_u32()),
+                body_sig.clone(),
+            );
+            env.translate(&mut module, &mut ctx, &mut fctx, Some(&o), &mut pending)?;
+            define(&mut module, o.id, &mut ctx, k)?;
+        }
+        ids.push(id);
+    }
+    module.finalize_definitions().map_err(internal)?;
+    let entries = ids
+        .into_iter()
+        .map(|id| {
+            let p = module.get_finalized_function(id);
+            // SAFETY: `p` is the finalized code of a function with the kernel signature.
+            unsafe { std::mem::transmute::<*const u8, runtime::KernelFn>(p) }
+        })
+        .collect();
+    Ok(Compiled {
+        module,
+        entries,
+        compile_time: start.elapsed(),
+    })
+}
+
+fn define(module: &mut JITModule, id: FuncId, ctx: &mut Context, k: &PrimFunc) -> Result<()> {
+    module.define_function(id, ctx).map_err(|e| {
+        Error::Internal(format!("cranelift rejected the code of @{}: {e:?}", k.name))
+    })?;
+    module.clear_context(ctx);
+    Ok(())
+}
+
+/// A parallel loop body to outline: its function, loop, and what it captures.
+#[derive(Clone)]
+struct Outlined {
+    id: FuncId,
+    var: VarId,
+    body: Stmt,
+    /// Captured variables with their dtype, then captured local buffers.
+    vars: Vec<(VarId, DType)>,
+    bufs: Vec<BufferId>,
+}
+
+/// What stays the same while translating the functions of one kernel.
+struct Env<'a> {
+    func: &'a PrimFunc,
+    hosts: &'a HashMap<Host, FuncId>,
+    ptr: Type,
+    fcfg: TargetFrontendConfig,
+    body_sig: &'a Signature,
+    name: String,
+}
+
+impl Env<'_> {
+    /// Translates the kernel itself (`outlined` none) or one outlined parallel body.
+    fn translate(
+        &self,
+        module: &mut JITModule,
+        ctx: &mut Context,
+        fctx: &mut FunctionBuilderContext,
+        outlined: Option<&Outlined>,
+        pending: &mut Vec<Outlined>,
+    ) -> Result<()> {
+        let f = self.func;
+        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let params = b.block_params(entry).to_vec();
+        let (args, cctx) = (params[0], params[1]);
+        let mut cx = Cx {
+            env: self,
+            module,
+            b,
+            args,
+            ctx: cctx,
+            vars: vec![None; f.vars.len()],
+            bufs: vec![None; f.buffers.len()],
+            refs: HashMap::new(),
+            outline: outlined.is_none(),
+            pending,
+        };
+        for (k, &p) in f.params.iter().enumerate() {
+            let v =
+                cx.b.ins()
+                    .load(self.ptr, MemFlagsData::trusted(), args, (k * 8) as i32);
+            if p.index() >= cx.bufs.len() {
+                return Err(Error::Internal(format!(
+                    "@{}: parameter {p} has no buffer",
+                    f.name
+                )));
+            }
+            cx.bufs[p.index()] = Some(v);
+        }
+        match outlined {
+            None => cx.stmt(&f.body)?,
+            Some(o) => {
+                let env = params[2];
+                for (k, &(v, d)) in o.vars.iter().enumerate() {
+                    let x =
+                        cx.b.ins()
+                            .load(cl_ty(d), MemFlagsData::trusted(), env, (k * 8) as i32);
+                    cx.vars[v.index()] = Some((x, d));
+                }
+                for (k, &buf) in o.bufs.iter().enumerate() {
+                    let off = ((o.vars.len() + k) * 8) as i32;
+                    let x = cx.b.ins().load(self.ptr, MemFlagsData::trusted(), env, off);
+                    cx.bufs[buf.index()] = Some(x);
+                }
+                let d = cx.var_dtype(o.var)?;
+                cx.counted_loop(params[3], params[4], o.var, d, &o.body)?;
+            }
+        }
+        cx.b.ins().return_(&[]);
+        cx.b.seal_all_blocks();
+        cx.b.finalize(self.fcfg.clone());
+        Ok(())
+    }
+}
+
+/// The translation state of one function.
+struct Cx<'a, 'm> {
+    env: &'a Env<'a>,
+    module: &'m mut JITModule,
+    b: FunctionBuilder<'m>,
+    args: Value,
+    ctx: Value,
+    /// The value and dtype of each variable in scope.
+    vars: Vec<Option<(Value, DType)>>,
+    /// The base address of each buffer in scope.
+    bufs: Vec<Option<Value>>,
+    refs: HashMap<FuncId, FuncRef>,
+    /// Whether the next `parallel` loop is outlined (only in the kernel itself).
+    outline: bool,
+    pending: &'m mut Vec<Outlined>,
+}
+
+/// The Cranelift type holding a value of `d` in registers (float16 is computed in f32,
+/// bool is 0 or 1 in an i8).
+fn cl_ty(d: DType) -> Type {
+    match d {
+        DType::F32 | DType::F16 => types::F32,
+        DType::I8 | DType::U8 | DType::Bool => types::I8,
+        DType::I32 => types::I32,
+        DType::I64 => types::I64,
+    }
+}
+
+fn is_signed(d: DType) -> bool {
+    matches!(d, DType::I8 | DType::I32 | DType::I64)
+}
+
+/// Whether evaluating `e` can neither fault, report an error nor cost a call, so both
+/// sides of a `select` over it may run.
+fn speculatable(e: &Expr) -> bool {
+    let mut ok = true;
+    e.visit(&mut |x| match x {
+        Expr::Load { .. } | Expr::Call { .. } => ok = false,
+        Expr::Binary {
+            op: BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod,
+            rhs,
+            ..
+        } => {
+            if !matches!(rhs.as_int(), Some(c) if c > 0) {
+                ok = false;
+            }
+        }
+        _ => {}
+    });
+    ok
+}
+
+impl Cx<'_, '_> {
+    fn unsupported(&self, what: impl std::fmt::Display) -> Error {
+        Error::Unsupported(format!(
+            "{what} in @{} on the cpu target",
+            self.env.func.name
+        ))
+    }
+
+    fn host(&mut self, h: Host, args: &[Value]) -> Option<Value> {
+        let id = self.env.hosts[&h];
+        let r = *self
+            .refs
+            .entry(id)
+            .or_insert_with(|| self.module.declare_func_in_func(id, self.b.func));
+        let call = self.b.ins().call(r, args);
+        self.b.inst_results(call).first().copied()
+    }
+
+    fn host1(&mut self, h: Host, args: &[Value]) -> Value {
+        self.host(h, args).expect("host function has a result")
+    }
+
+    fn iconst(&mut self, ty: Type, v: i64) -> Value {
+        let masked = match ty.bits() {
+            8 => v as u8 as i64,
+            16 => v as u16 as i64,
+            32 => v as u32 as i64,
+            _ => v,
+        };
+        self.b.ins().iconst(ty, masked)
+    }
+
+    fn var_dtype(&self, v: VarId) -> Result<DType> {
+        let d = self
+            .env
+            .func
+            .var(v)
+            .ok_or_else(|| Error::Internal(format!("{v} is not in the variable arena")))?;
+        if !d.ty.is_scalar() {
+            return Err(self.unsupported(format_args!("vector variable `{}` ({})", d.name, d.ty)));
+        }
+        Ok(d.ty.dtype)
+    }
+
+    /// Reports failure `code` if `bad` (an i8 flag) holds.
+    fn fail_if(&mut self, bad: Value, code: u32) {
+        let fail = self.b.create_block();
+        let cont = self.b.create_block();
+        self.b.set_cold_block(fail);
+        self.b.ins().brif(bad, fail, &[], cont, &[]);
+        self.b.switch_to_block(fail);
+        let c = self.iconst(types::I32, code as i64);
+        let ctx = self.ctx;
+        self.host(Host::Fail, &[ctx, c]);
+        self.b.ins().jump(cont, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    // ---- statements ----
+
+    fn stmt(&mut self, s: &Stmt) -> Result<()> {
+        match s {
+            Stmt::Seq(v) => v.iter().try_for_each(|c| self.stmt(c)),
+            Stmt::For {
+                var,
+                min,
+                extent,
+                kind,
+                body,
+            } => {
+                if *extent <= 0 {
+                    return Ok(());
+                }
+                let d = self.var_dtype(*var)?;
+                if !d.is_int() {
+                    return Err(self.unsupported(format_args!("loop over a {d} variable")));
+                }
+                match kind {
+                    ForKind::Parallel if self.outline => self.parallel(*var, *min, *extent, body),
+                    ForKind::Unrolled if *extent <= UNROLL_LIMIT => {
+                        for i in 0..*extent {
+                            let v = self.iconst(cl_ty(d), min + i);
+                            self.vars[var.index()] = Some((v, d));
+                            self.stmt(body)?;
+                        }
+                        self.vars[var.index()] = None;
+                        Ok(())
+                    }
+                    _ => {
+                        let lo = self.iconst(types::I64, *min);
+                        let hi = self.iconst(types::I64, min + extent);
+                        self.counted_loop(lo, hi, *var, d, body)
+                    }
+                }
+            }
+            Stmt::Store {
+                buffer,
+                indices,
+                value,
+            } => {
+                let bd = self.buffer(*buffer)?.dtype;
+                let (v, d) = self.expr(value)?;
+                if d != bd {
+                    return Err(Error::Internal(format!(
+                        "@{}: store of {d} to a {bd} buffer",
+                        self.env.func.name
+                    )));
+                }
+                let addr = self.address(*buffer, indices)?;
+                let v = if d == DType::F16 {
+                    let bits = self.host1(Host::F16Store, &[v]);
+                    self.b.ins().ireduce(types::I16, bits)
+                } else {
+                    v
+                };
+                self.b.ins().store(MemFlagsData::trusted(), v, addr, 0);
+                Ok(())
+            }
+            Stmt::Allocate { buffer, body } => self.allocate(*buffer, body),
+            Stmt::If { cond, then, else_ } => {
+                let (c, _) = self.expr(cond)?;
+                let tb = self.b.create_block();
+                let eb = self.b.create_block();
+                let merge = self.b.create_block();
+                self.b.ins().brif(c, tb, &[], eb, &[]);
+                self.b.switch_to_block(tb);
+                self.stmt(then)?;
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(eb);
+                if let Some(e) = else_ {
+                    self.stmt(e)?;
+                }
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(merge);
+                Ok(())
+            }
+            Stmt::Let { var, value, body } => {
+                let (v, d) = self.expr(value)?;
+                self.vars[var.index()] = Some((v, d));
+                self.stmt(body)?;
+                self.vars[var.index()] = None;
+                Ok(())
+            }
+            Stmt::Barrier => Err(self.unsupported("a barrier (GPU block synchronization)")),
+        }
+    }
+
+    fn buffer(&self, id: BufferId) -> Result<&tir::Buffer> {
+        self.env
+            .func
+            .buffer(id)
+            .ok_or_else(|| Error::Internal(format!("{id} is not in the buffer arena")))
+    }
+
+    /// `for var in lo..hi` (i64 bounds) around `body`.
+    fn counted_loop(
+        &mut self,
+        lo: Value,
+        hi: Value,
+        var: VarId,
+        d: DType,
+        body: &Stmt,
+    ) -> Result<()> {
+        let header = self.b.create_block();
+        let body_b = self.b.create_block();
+        let exit = self.b.create_block();
+        let iv = self.b.append_block_param(header, types::I64);
+        self.b.ins().jump(header, &[BlockArg::Value(lo)]);
+        self.b.switch_to_block(header);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, iv, hi);
+        self.b.ins().brif(more, body_b, &[], exit, &[]);
+        self.b.switch_to_block(body_b);
+        let v = match cl_ty(d) {
+            types::I64 => iv,
+            t => self.b.ins().ireduce(t, iv),
+        };
+        self.vars[var.index()] = Some((v, d));
+        self.stmt(body)?;
+        self.vars[var.index()] = None;
+        let next = self.b.ins().iadd_imm_s(iv, 1);
+        self.b.ins().jump(header, &[BlockArg::Value(next)]);
+        self.b.switch_to_block(exit);
+        Ok(())
+    }
+
+    /// Outlines a parallel loop and runs it on the pool.
+    fn parallel(&mut self, var: VarId, min: i64, extent: i64, body: &Stmt) -> Result<()> {
+        let idx = self.pending.len();
+        let name = format!("{}_par{idx}", self.env.name);
+        let id = self
+            .module
+            .declare_function(&name, Linkage::Local, self.env.body_sig)
+            .map_err(internal)?;
+        let vars: Vec<(VarId, DType)> = self
+            .vars
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.map(|(_, d)| (VarId(i as u32), d)))
+            .collect();
+        let bufs: Vec<BufferId> = (0..self.bufs.len())
+            .map(|i| BufferId(i as u32))
+            .filter(|&b| self.bufs[b.index()].is_some() && !self.env.func.params.contains(&b))
+            .collect();
+        let slots = (vars.len() + bufs.len()).max(1);
+        let ss = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            (slots * 8) as u32,
+            3,
+        ));
+        let env = self.b.ins().stack_addr(self.env.ptr, ss, 0);
+        for (k, &(v, _)) in vars.iter().enumerate() {
+            let x = self.vars[v.index()].expect("captured variable is bound").0;
+            self.b
+                .ins()
+                .store(MemFlagsData::trusted(), x, env, (k * 8) as i32);
+        }
+        for (k, &bf) in bufs.iter().enumerate() {
+            let x = self.bufs[bf.index()].expect("captured buffer is bound");
+            self.b.ins().store(
+                MemFlagsData::trusted(),
+                x,
+                env,
+                ((vars.len() + k) * 8) as i32,
+            );
+        }
+        let r = self.module.declare_func_in_func(id, self.b.func);
+        let fptr = self.b.ins().func_addr(self.env.ptr, r);
+        let lo = self.iconst(types::I64, min);
+        let n = self.iconst(types::I64, extent);
+        let (ctx, args) = (self.ctx, self.args);
+        self.host(Host::ParallelFor, &[ctx, fptr, args, env, lo, n]);
+        self.pending.push(Outlined {
+            id,
+            var,
+            body: body.clone(),
+            vars,
+            bufs,
+        });
+        Ok(())
+    }
+
+    fn allocate(&mut self, buffer: BufferId, body: &Stmt) -> Result<()> {
+        let b = self.buffer(buffer)?;
+        if b.scope == Scope::Global {
+            return Err(self.unsupported(format_args!("allocation of global buffer {}", b.name)));
+        }
+        let bytes = b
+            .numel()
+            .and_then(|n| n.checked_mul(b.dtype.size_bytes()))
+            .filter(|&n| n <= 1 << 40)
+            .ok_or_else(|| {
+                self.unsupported(format_args!(
+                    "local buffer {} of shape {:?}",
+                    b.name, b.shape
+                ))
+            })?;
+        let slot_bytes = bytes.max(1).div_ceil(16) * 16;
+        if slot_bytes <= STACK_LIMIT {
+            let ss = self.b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                slot_bytes as u32,
+                4,
+            ));
+            let base = self.b.ins().stack_addr(self.env.ptr, ss, 0);
+            if slot_bytes <= INLINE_ZERO_LIMIT {
+                let z = self.iconst(types::I64, 0);
+                for off in (0..slot_bytes).step_by(8) {
+                    self.b
+                        .ins()
+                        .store(MemFlagsData::trusted(), z, base, off as i32);
+                }
+            } else {
+                let n = self.iconst(types::I64, slot_bytes as i64);
+                self.host(Host::Zero, &[base, n]);
+            }
+            self.bufs[buffer.index()] = Some(base);
+            self.stmt(body)?;
+        } else {
+            let n = self.iconst(types::I64, bytes as i64);
+            let base = self.host1(Host::Alloc, &[n]);
+            let null = self.b.ins().icmp_imm_s(IntCC::Equal, base, 0);
+            let oom = self.b.create_block();
+            let run = self.b.create_block();
+            let done = self.b.create_block();
+            self.b.set_cold_block(oom);
+            self.b.ins().brif(null, oom, &[], run, &[]);
+            self.b.switch_to_block(oom);
+            let c = self.iconst(types::I32, status::OUT_OF_MEMORY as i64);
+            let ctx = self.ctx;
+            self.host(Host::Fail, &[ctx, c]);
+            self.b.ins().jump(done, &[]);
+            self.b.switch_to_block(run);
+            self.bufs[buffer.index()] = Some(base);
+            self.stmt(body)?;
+            self.host(Host::Free, &[base, n]);
+            self.b.ins().jump(done, &[]);
+            self.b.switch_to_block(done);
+        }
+        self.bufs[buffer.index()] = None;
+        Ok(())
+    }
+
+    /// The address of `buffer[indices]`, flattened row-major.
+    fn address(&mut self, buffer: BufferId, indices: &[Expr]) -> Result<Value> {
+        let b = self.buffer(buffer)?.clone();
+        if indices.len() != b.shape.len() {
+            return Err(Error::Internal(format!(
+                "@{}: {} indices for buffer {} of rank {}",
+                self.env.func.name,
+                indices.len(),
+                b.name,
+                b.shape.len()
+            )));
+        }
+        let base = self.bufs[buffer.index()].ok_or_else(|| {
+            Error::Internal(format!(
+                "@{}: buffer {} used outside its scope",
+                self.env.func.name, b.name
+            ))
+        })?;
+        let mut flat: Option<Value> = None;
+        for (ix, &ext) in indices.iter().zip(&b.shape) {
+            let (v, d) = self.expr(ix)?;
+            if !d.is_int() {
+                return Err(Error::Internal(format!(
+                    "@{}: index of type {d}",
+                    self.env.func.name
+                )));
+            }
+            let v = self.to_i64(v, d);
+            flat = Some(match flat {
+                None => v,
+                Some(acc) => {
+                    let m = self.b.ins().imul_imm_s(acc, ext as i64);
+                    self.b.ins().iadd(m, v)
+                }
+            });
+        }
+        Ok(match flat {
+            None => base,
+            Some(f) => {
+                let off = self.b.ins().imul_imm_s(f, b.dtype.size_bytes() as i64);
+                self.b.ins().iadd(base, off)
+            }
+        })
+    }
+
+    fn to_i64(&mut self, v: Value, d: DType) -> Value {
+        match cl_ty(d) {
+            types::I64 => v,
+            _ if is_signed(d) => self.b.ins().sextend(types::I64, v),
+            _ => self.b.ins().uextend(types::I64, v),
+        }
+    }
+
+    // ---- expressions ----
+
+    fn expr(&mut self, e: &Expr) -> Result<(Value, DType)> {
+        Ok(match e {
+            Expr::Int { value, dtype } => {
+                let d = *dtype;
+                (self.constant(*value as f64, *value, d), d)
+            }
+            Expr::Float { value, dtype } => {
+                let d = *dtype;
+                (self.constant(*value, *value as i64, d), d)
+            }
+            Expr::Bool(b) => (self.iconst(types::I8, *b as i64), DType::Bool),
+            Expr::Var(v) => self.vars.get(v.index()).copied().flatten().ok_or_else(|| {
+                Error::Internal(format!(
+                    "@{}: {v} used outside its scope",
+                    self.env.func.name
+                ))
+            })?,
+            Expr::Load { buffer, indices } => {
+                let d = self.buffer(*buffer)?.dtype;
+                let addr = self.address(*buffer, indices)?;
+                let v = if d == DType::F16 {
+                    let bits = self
+                        .b
+                        .ins()
+                        .load(types::I16, MemFlagsData::trusted(), addr, 0);
+                    let bits = self.b.ins().uextend(types::I32, bits);
+                    self.host1(Host::F16Load, &[bits])
+                } else {
+                    self.b
+                        .ins()
+                        .load(cl_ty(d), MemFlagsData::trusted(), addr, 0)
+                };
+                (v, d)
+            }
+            Expr::Binary { op, lhs, rhs } => {
+                let (a, d) = self.expr(lhs)?;
+                let (b, d2) = self.expr(rhs)?;
+                if d != d2 {
+                    return Err(Error::Internal(format!(
+                        "@{}: operands of {op:?} are {d} and {d2}",
+                        self.env.func.name
+                    )));
+                }
+                self.binary(*op, d, a, b, rhs.as_int())?
+            }
+            Expr::Not(x) => {
+                let (v, d) = self.expr(x)?;
+                let r = if d.is_float() {
+                    let z = self.b.ins().f32const(0.0);
+                    self.b.ins().fcmp(FloatCC::Equal, v, z)
+                } else if d.is_bool() {
+                    self.b.ins().bxor_imm_s(v, 1)
+                } else {
+                    self.b.ins().icmp_imm_s(IntCC::Equal, v, 0)
+                };
+                (r, DType::Bool)
+            }
+            Expr::Select { cond, then, else_ } => self.select(cond, then, else_)?,
+            Expr::Cast { to, value } => {
+                let (v, d) = self.expr(value)?;
+                (self.cast(v, d, *to), *to)
+            }
+            Expr::Call { intrinsic, args } => self.call(*intrinsic, args)?,
+            Expr::Ramp { .. } => return Err(self.unsupported("vector expression `ramp`")),
+            Expr::Broadcast { .. } => return Err(self.unsupported("vector expression `broadcast`")),
+        })
+    }
+
+    /// An immediate of dtype `d` (`f` for floats, `i` for integers).
+    fn constant(&mut self, f: f64, i: i64, d: DType) -> Value {
+        match d {
+            DType::F32 => self.b.ins().f32const(f as f32),
+            DType::F16 => {
+                let h = runtime::f16_to_f32(runtime::f32_to_f16(f as f32));
+                self.b.ins().f32const(h)
+            }
+            DType::Bool => self.iconst(types::I8, (i != 0 || f != 0.0) as i64),
+            _ => self.iconst(cl_ty(d), i),
+        }
+    }
+
+    /// Rounds an f32 value to float16 when `d` is float16.
+    fn round(&mut self, v: Value, d: DType) -> Value {
+        if d == DType::F16 {
+            self.host1(Host::F16Round, &[v])
+        } else {
+            v
+        }
+    }
+
+    fn select(&mut self, cond: &Expr, then: &Expr, else_: &Expr) -> Result<(Value, DType)> {
+        let (c, _) = self.expr(cond)?;
+        if speculatable(then) && speculatable(else_) {
+            let (a, d) = self.expr(then)?;
+            let (b, _) = self.expr(else_)?;
+            return Ok((self.b.ins().select(c, a, b), d));
+        }
+        let tb = self.b.create_block();
+        let eb = self.b.create_block();
+        let merge = self.b.create_block();
+        self.b.ins().brif(c, tb, &[], eb, &[]);
+        self.b.switch_to_block(tb);
+        let (a, d) = self.expr(then)?;
+        let r = self.b.append_block_param(merge, cl_ty(d));
+        self.b.ins().jump(merge, &[BlockArg::Value(a)]);
+        self.b.switch_to_block(eb);
+        let (bv, d2) = self.expr(else_)?;
+        if d2 != d {
+            return Err(Error::Internal(format!(
+                "@{}: select of {d} and {d2}",
+                self.env.func.name
+            )));
+        }
+        self.b.ins().jump(merge, &[BlockArg::Value(bv)]);
+        self.b.switch_to_block(merge);
+        Ok((r, d))
+    }
+
+    fn binary(
+        &mut self,
+        op: BinOp,
+        d: DType,
+        a: Value,
+        b: Value,
+        rhs_const: Option<i64>,
+    ) -> Result<(Value, DType)> {
+        use BinOp::*;
+        if op.is_comparison() {
+            let r = if d.is_float() {
+                let cc = match op {
+                    Eq => FloatCC::Equal,
+                    Ne => FloatCC::NotEqual,
+                    Lt => FloatCC::LessThan,
+                    Le => FloatCC::LessThanOrEqual,
+                    Gt => FloatCC::GreaterThan,
+                    _ => FloatCC::GreaterThanOrEqual,
+                };
+                self.b.ins().fcmp(cc, a, b)
+            } else {
+                let s = is_signed(d);
+                let cc = match op {
+                    Eq => IntCC::Equal,
+                    Ne => IntCC::NotEqual,
+                    Lt if s => IntCC::SignedLessThan,
+                    Le if s => IntCC::SignedLessThanOrEqual,
+                    Gt if s => IntCC::SignedGreaterThan,
+                    Ge if s => IntCC::SignedGreaterThanOrEqual,
+                    Lt => IntCC::UnsignedLessThan,
+                    Le => IntCC::UnsignedLessThanOrEqual,
+                    Gt => IntCC::UnsignedGreaterThan,
+                    _ => IntCC::UnsignedGreaterThanOrEqual,
+                };
+                self.b.ins().icmp(cc, a, b)
+            };
+            return Ok((r, DType::Bool));
+        }
+        if d.is_bool() {
+            return Ok((
+                match op {
+                    And | Min => self.b.ins().band(a, b),
+                    Or | Max => self.b.ins().bor(a, b),
+                    _ => return Err(self.unsupported(format_args!("{op:?} on bool"))),
+                },
+                d,
+            ));
+        }
+        if d.is_float() {
+            let r = match op {
+                Add => self.b.ins().fadd(a, b),
+                Sub => self.b.ins().fsub(a, b),
+                Mul => self.b.ins().fmul(a, b),
+                Div => self.b.ins().fdiv(a, b),
+                // Rust's f32::min/max: a NaN operand yields the other one.
+                Min | Max => {
+                    let cc = if op == Min {
+                        FloatCC::LessThan
+                    } else {
+                        FloatCC::GreaterThan
+                    };
+                    let pick_a = self.b.ins().fcmp(cc, a, b);
+                    let b_nan = self.b.ins().fcmp(FloatCC::Unordered, b, b);
+                    let pick_a = self.b.ins().bor(pick_a, b_nan);
+                    self.b.ins().select(pick_a, a, b)
+                }
+                _ => return Err(self.unsupported(format_args!("{op:?} on {d}"))),
+            };
+            return Ok((self.round(r, d), d));
+        }
+        let s = is_signed(d);
+        let r = match op {
+            Add => self.b.ins().iadd(a, b),
+            Sub => self.b.ins().isub(a, b),
+            Mul if cl_ty(d) == types::I8 => {
+                let x = self.b.ins().uextend(types::I32, a);
+                let y = self.b.ins().uextend(types::I32, b);
+                let m = self.b.ins().imul(x, y);
+                self.b.ins().ireduce(types::I8, m)
+            }
+            Mul => self.b.ins().imul(a, b),
+            Min if s => self.b.ins().smin(a, b),
+            Max if s => self.b.ins().smax(a, b),
+            Min => self.b.ins().umin(a, b),
+            Max => self.b.ins().umax(a, b),
+            Div | FloorDiv | FloorMod => self.int_div(op, d, a, b, rhs_const),
+            And | Or => return Err(self.unsupported(format_args!("{op:?} on {d}"))),
+            _ => unreachable!("comparisons handled above"),
+        };
+        Ok((r, d))
+    }
+
+    /// Integer `/` (truncating), floordiv or floormod, without traps: a zero divisor
+    /// reports [`status::DIV_ZERO`] and divides by one, `MIN / -1` wraps.
+    fn int_div(
+        &mut self,
+        op: BinOp,
+        d: DType,
+        a: Value,
+        b: Value,
+        rhs_const: Option<i64>,
+    ) -> Value {
+        let s = is_signed(d);
+        let narrow = cl_ty(d) == types::I8;
+        let (x, y, ty) = if narrow {
+            let ext = |cx: &mut Self, v| {
+                if s {
+                    cx.b.ins().sextend(types::I32, v)
+                } else {
+                    cx.b.ins().uextend(types::I32, v)
+                }
+            };
+            (ext(self, a), ext(self, b), types::I32)
+        } else {
+            (a, b, cl_ty(d))
+        };
+        let c = rhs_const.map(|c| match d {
+            DType::I8 => c as i8 as i64,
+            DType::U8 => c as u8 as i64,
+            DType::I32 => c as i32 as i64,
+            _ => c,
+        });
+        let r = match c {
+            Some(c) if c > 0 && c.count_ones() == 1 && s && op != BinOp::Div => {
+                let k = c.trailing_zeros() as i64;
+                if op == BinOp::FloorDiv {
+                    self.b.ins().sshr_imm_s(x, k)
+                } else {
+                    self.b.ins().band_imm_s(x, c - 1)
+                }
+            }
+            Some(c) if c != 0 && (c != -1 || !s) => self.div_rem(op, s, x, y),
+            _ => {
+                let zero = self.b.ins().icmp_imm_s(IntCC::Equal, y, 0);
+                self.fail_if(zero, status::DIV_ZERO);
+                let one = self.iconst(ty, 1);
+                let mut safe = self.b.ins().select(zero, one, y);
+                let neg1 = if s {
+                    let m = self.b.ins().icmp_imm_s(IntCC::Equal, y, -1);
+                    safe = self.b.ins().select(m, one, safe);
+                    Some(m)
+                } else {
+                    None
+                };
+                let r = self.div_rem(op, s, x, safe);
+                match neg1 {
+                    // x / -1 = -x (wrapping); x mod -1 = 0.
+                    Some(m) => {
+                        let alt = if op == BinOp::FloorMod {
+                            self.iconst(ty, 0)
+                        } else {
+                            self.b.ins().ineg(x)
+                        };
+                        self.b.ins().select(m, alt, r)
+                    }
+                    None => r,
+                }
+            }
+        };
+        if narrow {
+            self.b.ins().ireduce(types::I8, r)
+        } else {
+            r
+        }
+    }
+
+    /// Division or remainder by a divisor that cannot trap.
+    fn div_rem(&mut self, op: BinOp, signed: bool, x: Value, y: Value) -> Value {
+        if !signed {
+            return match op {
+                BinOp::FloorMod => self.b.ins().urem(x, y),
+                _ => self.b.ins().udiv(x, y),
+            };
+        }
+        match op {
+            BinOp::Div => self.b.ins().sdiv(x, y),
+            BinOp::FloorDiv => {
+                let q = self.b.ins().sdiv(x, y);
+                let r = self.b.ins().srem(x, y);
+                let adjust = self.floor_adjust(r, y);
+                let qt = self.b.func.dfg.value_type(q);
+                let adj = self.b.ins().uextend(qt, adjust);
+                self.b.ins().isub(q, adj)
+            }
+            _ => {
+                let r = self.b.ins().srem(x, y);
+                let adjust = self.floor_adjust(r, y);
+                let rt = self.b.func.dfg.value_type(r);
+                let zero = self.iconst(rt, 0);
+                let add = self.b.ins().select(adjust, y, zero);
+                self.b.ins().iadd(r, add)
+            }
+        }
+    }
+
+    /// Whether a truncated remainder `r` needs the floor adjustment: `r != 0` and its
+    /// sign differs from the divisor's.
+    fn floor_adjust(&mut self, r: Value, y: Value) -> Value {
+        let nz = self.b.ins().icmp_imm_s(IntCC::NotEqual, r, 0);
+        let x = self.b.ins().bxor(r, y);
+        let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, x, 0);
+        self.b.ins().band(nz, neg)
+    }
+
+    fn cast(&mut self, v: Value, from: DType, to: DType) -> Value {
+        if from == to {
+            return v;
+        }
+        if to.is_bool() {
+            return if from.is_float() {
+                let z = self.b.ins().f32const(0.0);
+                self.b.ins().fcmp(FloatCC::NotEqual, v, z)
+            } else {
+                self.b.ins().icmp_imm_s(IntCC::NotEqual, v, 0)
+            };
+        }
+        if to.is_float() {
+            let f = if from.is_float() {
+                v
+            } else {
+                let wide = match cl_ty(from) {
+                    types::I8 if is_signed(from) => self.b.ins().sextend(types::I32, v),
+                    types::I8 => self.b.ins().uextend(types::I32, v),
+                    _ => v,
+                };
+                self.b.ins().fcvt_from_sint(types::F32, wide)
+            };
+            return self.round(f, to);
+        }
+        // To an integer.
+        let tt = cl_ty(to);
+        if from.is_float() {
+            return match to {
+                DType::I64 => self.b.ins().fcvt_to_sint_sat(types::I64, v),
+                DType::I32 => self.b.ins().fcvt_to_sint_sat(types::I32, v),
+                _ => {
+                    let w = self.b.ins().fcvt_to_sint_sat(types::I32, v);
+                    let (lo, hi) = if to == DType::I8 {
+                        (-128, 127)
+                    } else {
+                        (0, 255)
+                    };
+                    let lo = self.iconst(types::I32, lo);
+                    let hi = self.iconst(types::I32, hi);
+                    let w = self.b.ins().smax(w, lo);
+                    let w = self.b.ins().smin(w, hi);
+                    self.b.ins().ireduce(types::I8, w)
+                }
+            };
+        }
+        let ft = cl_ty(from);
+        if tt.bits() > ft.bits() {
+            if is_signed(from) {
+                self.b.ins().sextend(tt, v)
+            } else {
+                self.b.ins().uextend(tt, v)
+            }
+        } else if tt.bits() < ft.bits() {
+            self.b.ins().ireduce(tt, v)
+        } else {
+            v
+        }
+    }
+
+    fn call(&mut self, intrinsic: Intrinsic, args: &[Expr]) -> Result<(Value, DType)> {
+        if args.len() != intrinsic.arity() {
+            return Err(Error::Internal(format!(
+                "@{}: `{}` with {} arguments",
+                self.env.func.name,
+                intrinsic.name(),
+                args.len()
+            )));
+        }
+        let mut vs = vec![];
+        let mut d = DType::F32;
+        for a in args {
+            let (v, ad) = self.expr(a)?;
+            vs.push(v);
+            d = ad;
+        }
+        let x = vs[0];
+        if !d.is_float() {
+            if intrinsic == Intrinsic::Abs && d.is_int() {
+                if !is_signed(d) {
+                    return Ok((x, d));
+                }
+                let n = self.b.ins().ineg(x);
+                let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, x, 0);
+                return Ok((self.b.ins().select(neg, n, x), d));
+            }
+            return Err(self.unsupported(format_args!("`{}` of {d}", intrinsic.name())));
+        }
+        let r = match intrinsic {
+            Intrinsic::Exp => self.host1(Host::Exp, &[x]),
+            Intrinsic::Log => self.host1(Host::Log, &[x]),
+            Intrinsic::Tanh => self.host1(Host::Tanh, &[x]),
+            Intrinsic::Erf => self.host1(Host::Erf, &[x]),
+            Intrinsic::Pow => self.host1(Host::Pow, &[x, vs[1]]),
+            Intrinsic::Sqrt => self.b.ins().sqrt(x),
+            Intrinsic::Rsqrt => {
+                let s = self.b.ins().sqrt(x);
+                let one = self.b.ins().f32const(1.0);
+                self.b.ins().fdiv(one, s)
+            }
+            Intrinsic::Sigmoid => {
+                let n = self.b.ins().fneg(x);
+                let e = self.host1(Host::Exp, &[n]);
+                let one = self.b.ins().f32const(1.0);
+                let den = self.b.ins().fadd(one, e);
+                self.b.ins().fdiv(one, den)
+            }
+            Intrinsic::Fma => self.b.ins().fma(x, vs[1], vs[2]),
+            Intrinsic::Abs => self.b.ins().fabs(x),
+            Intrinsic::Floor => self.b.ins().floor(x),
+            Intrinsic::Ceil => self.b.ins().ceil(x),
+        };
+        Ok((self.round(r, d), d))
+    }
+}

@@ -1,0 +1,394 @@
+//! What compiled kernels call back into: the per-call context ([`CallCtx`]), the host
+//! functions the JIT links against ([`Host`]: math the ISA lacks, float16 rounding,
+//! heap scratch, failure reports, the parallel-for entry point), and the libcall symbols
+//! Cranelift's legalizer may emit (`fmaf`, `floorf`, `memset`, ...).
+//!
+//! Every symbol the generated code can reference is registered in the JIT's symbol
+//! table by [`register`], so nothing is looked up in the process at link time (an
+//! unresolved libcall makes `cranelift-jit` panic).
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use cranelift_jit::JITBuilder;
+
+use crate::pool::Pool;
+
+/// A kernel's entry point: `(args, ctx)`, `args` holding one pointer per parameter.
+pub(crate) type KernelFn = unsafe extern "C" fn(*const *mut u8, *const CallCtx);
+
+/// The outlined body of a parallel loop: `(args, ctx, env, start, end)` runs the loop's
+/// iterations `start..end` (absolute values of the loop variable); `env` holds the
+/// variables and local buffers captured from the enclosing kernel.
+pub(crate) type BodyFn = unsafe extern "C" fn(*const *mut u8, *const CallCtx, *const u64, i64, i64);
+
+/// Status codes a kernel reports through [`CallCtx::status`].
+pub(crate) mod status {
+    /// An integer division or remainder by zero.
+    pub const DIV_ZERO: u32 = 1;
+    /// A heap-allocated local buffer could not be allocated.
+    pub const OUT_OF_MEMORY: u32 = 2;
+}
+
+/// The context of one kernel call, passed to the kernel as its second argument.
+#[repr(C)]
+pub(crate) struct CallCtx {
+    /// 0, or the first failure reported by the kernel (see [`status`]).
+    pub status: AtomicU32,
+    /// The library's thread pool.
+    pub pool: *const Pool,
+}
+
+/// The value type of a host-function parameter or result.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum HostTy {
+    /// A pointer.
+    Ptr,
+    /// `i32`.
+    I32,
+    /// `i64`.
+    I64,
+    /// `f32`.
+    F32,
+}
+
+/// A host function the generated code calls.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Host {
+    ParallelFor,
+    Fail,
+    Alloc,
+    Free,
+    Zero,
+    Exp,
+    Log,
+    Tanh,
+    Erf,
+    Pow,
+    F16Round,
+    F16Load,
+    F16Store,
+}
+
+impl Host {
+    /// Every host function.
+    pub const ALL: [Host; 13] = [
+        Host::ParallelFor,
+        Host::Fail,
+        Host::Alloc,
+        Host::Free,
+        Host::Zero,
+        Host::Exp,
+        Host::Log,
+        Host::Tanh,
+        Host::Erf,
+        Host::Pow,
+        Host::F16Round,
+        Host::F16Load,
+        Host::F16Store,
+    ];
+
+    /// The symbol name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Host::ParallelFor => "kiln_parallel_for",
+            Host::Fail => "kiln_fail",
+            Host::Alloc => "kiln_alloc",
+            Host::Free => "kiln_free",
+            Host::Zero => "kiln_zero",
+            Host::Exp => "kiln_expf",
+            Host::Log => "kiln_logf",
+            Host::Tanh => "kiln_tanhf",
+            Host::Erf => "kiln_erff",
+            Host::Pow => "kiln_powf",
+            Host::F16Round => "kiln_f16_round",
+            Host::F16Load => "kiln_f16_load",
+            Host::F16Store => "kiln_f16_store",
+        }
+    }
+
+    /// Parameter types and result types.
+    pub fn signature(self) -> (&'static [HostTy], &'static [HostTy]) {
+        use HostTy::*;
+        match self {
+            Host::ParallelFor => (&[Ptr, Ptr, Ptr, Ptr, I64, I64], &[]),
+            Host::Fail => (&[Ptr, I32], &[]),
+            Host::Alloc => (&[I64], &[Ptr]),
+            Host::Free => (&[Ptr, I64], &[]),
+            Host::Zero => (&[Ptr, I64], &[]),
+            Host::Exp | Host::Log | Host::Tanh | Host::Erf | Host::F16Round => (&[F32], &[F32]),
+            Host::Pow => (&[F32, F32], &[F32]),
+            Host::F16Load => (&[I32], &[F32]),
+            Host::F16Store => (&[F32], &[I32]),
+        }
+    }
+
+    /// The function's address.
+    fn address(self) -> *const u8 {
+        match self {
+            Host::ParallelFor => kiln_parallel_for as *const u8,
+            Host::Fail => kiln_fail as *const u8,
+            Host::Alloc => kiln_alloc as *const u8,
+            Host::Free => kiln_free as *const u8,
+            Host::Zero => kiln_zero as *const u8,
+            Host::Exp => kiln_expf as *const u8,
+            Host::Log => kiln_logf as *const u8,
+            Host::Tanh => kiln_tanhf as *const u8,
+            Host::Erf => kiln_erff as *const u8,
+            Host::Pow => kiln_powf as *const u8,
+            Host::F16Round => kiln_f16_round as *const u8,
+            Host::F16Load => kiln_f16_load as *const u8,
+            Host::F16Store => kiln_f16_store as *const u8,
+        }
+    }
+}
+
+/// Registers every host function and every libcall symbol of
+/// `cranelift_module::default_libcall_names` that float and memory instructions can be
+/// legalized into.
+pub(crate) fn register(jb: &mut JITBuilder) {
+    for h in Host::ALL {
+        jb.symbol(h.name(), h.address());
+    }
+    let libcalls: [(&str, *const u8); 14] = [
+        ("floorf", lc_floorf as *const u8),
+        ("ceilf", lc_ceilf as *const u8),
+        ("truncf", lc_truncf as *const u8),
+        ("nearbyintf", lc_nearbyintf as *const u8),
+        ("fmaf", lc_fmaf as *const u8),
+        ("floor", lc_floor as *const u8),
+        ("ceil", lc_ceil as *const u8),
+        ("trunc", lc_trunc as *const u8),
+        ("nearbyint", lc_nearbyint as *const u8),
+        ("fma", lc_fma as *const u8),
+        ("memcpy", lc_memcpy as *const u8),
+        ("memset", lc_memset as *const u8),
+        ("memmove", lc_memmove as *const u8),
+        ("memcmp", lc_memcmp as *const u8),
+    ];
+    for (name, ptr) in libcalls {
+        jb.symbol(name, ptr);
+    }
+}
+
+/// Runs `body` over `min..min + extent` on the call's thread pool.
+///
+/// # Safety
+/// Called by generated code only, with the pointers of a live kernel call.
+unsafe extern "C" fn kiln_parallel_for(
+    ctx: *const CallCtx,
+    body: BodyFn,
+    args: *const *mut u8,
+    env: *const u64,
+    min: i64,
+    extent: i64,
+) {
+    // SAFETY: the kernel passes the context its caller made; the pool outlives the call.
+    let pool = unsafe { &*(*ctx).pool };
+    pool.parallel_for(body, args, ctx, env, min, extent);
+}
+
+/// Records failure `code` for the call (the first failure wins).
+unsafe extern "C" fn kiln_fail(ctx: *const CallCtx, code: u32) {
+    // SAFETY: the kernel passes the context its caller made.
+    let ctx = unsafe { &*ctx };
+    let _ = ctx
+        .status
+        .compare_exchange(0, code, Ordering::Relaxed, Ordering::Relaxed);
+}
+
+fn scratch_layout(bytes: i64) -> Option<Layout> {
+    Layout::from_size_align(usize::try_from(bytes).ok()?.max(1), 64).ok()
+}
+
+/// Zero-filled heap scratch of `bytes` bytes, 64-byte aligned; null on failure.
+extern "C" fn kiln_alloc(bytes: i64) -> *mut u8 {
+    match scratch_layout(bytes) {
+        // SAFETY: the layout has a non-zero size.
+        Some(l) => unsafe { alloc_zeroed(l) },
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// Frees scratch from [`kiln_alloc`] of the same size.
+unsafe extern "C" fn kiln_free(ptr: *mut u8, bytes: i64) {
+    if let Some(l) = scratch_layout(bytes)
+        && !ptr.is_null()
+    {
+        // SAFETY: `ptr` came from `kiln_alloc(bytes)`, which used this layout.
+        unsafe { dealloc(ptr, l) }
+    }
+}
+
+/// Zero-fills `bytes` bytes at `ptr`.
+unsafe extern "C" fn kiln_zero(ptr: *mut u8, bytes: i64) {
+    // SAFETY: the kernel passes a local buffer of at least `bytes` bytes.
+    unsafe { std::ptr::write_bytes(ptr, 0, bytes.max(0) as usize) }
+}
+
+// Math with exactly the loop-IR interpreter's f32 semantics.
+extern "C" fn kiln_expf(x: f32) -> f32 {
+    x.exp()
+}
+extern "C" fn kiln_logf(x: f32) -> f32 {
+    x.ln()
+}
+extern "C" fn kiln_tanhf(x: f32) -> f32 {
+    x.tanh()
+}
+extern "C" fn kiln_erff(x: f32) -> f32 {
+    kiln_te::tir::interp::erf(x as f64) as f32
+}
+extern "C" fn kiln_powf(x: f32, y: f32) -> f32 {
+    x.powf(y)
+}
+extern "C" fn kiln_f16_round(x: f32) -> f32 {
+    f16_to_f32(f32_to_f16(x))
+}
+extern "C" fn kiln_f16_load(bits: u32) -> f32 {
+    f16_to_f32(bits as u16)
+}
+extern "C" fn kiln_f16_store(x: f32) -> u32 {
+    f32_to_f16(x) as u32
+}
+
+// Libcalls Cranelift legalizes into when the ISA lacks an instruction.
+extern "C" fn lc_floorf(x: f32) -> f32 {
+    x.floor()
+}
+extern "C" fn lc_ceilf(x: f32) -> f32 {
+    x.ceil()
+}
+extern "C" fn lc_truncf(x: f32) -> f32 {
+    x.trunc()
+}
+extern "C" fn lc_nearbyintf(x: f32) -> f32 {
+    x.round_ties_even()
+}
+extern "C" fn lc_fmaf(a: f32, b: f32, c: f32) -> f32 {
+    a.mul_add(b, c)
+}
+extern "C" fn lc_floor(x: f64) -> f64 {
+    x.floor()
+}
+extern "C" fn lc_ceil(x: f64) -> f64 {
+    x.ceil()
+}
+extern "C" fn lc_trunc(x: f64) -> f64 {
+    x.trunc()
+}
+extern "C" fn lc_nearbyint(x: f64) -> f64 {
+    x.round_ties_even()
+}
+extern "C" fn lc_fma(a: f64, b: f64, c: f64) -> f64 {
+    a.mul_add(b, c)
+}
+unsafe extern "C" fn lc_memcpy(dst: *mut u8, src: *const u8, n: usize) -> *mut u8 {
+    // SAFETY: the C contract of memcpy, which generated code follows.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };
+    dst
+}
+unsafe extern "C" fn lc_memmove(dst: *mut u8, src: *const u8, n: usize) -> *mut u8 {
+    // SAFETY: the C contract of memmove.
+    unsafe { std::ptr::copy(src, dst, n) };
+    dst
+}
+unsafe extern "C" fn lc_memset(dst: *mut u8, c: i32, n: usize) -> *mut u8 {
+    // SAFETY: the C contract of memset.
+    unsafe { std::ptr::write_bytes(dst, c as u8, n) };
+    dst
+}
+unsafe extern "C" fn lc_memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+    // SAFETY: the C contract of memcmp.
+    let (x, y) = unsafe {
+        (
+            std::slice::from_raw_parts(a, n),
+            std::slice::from_raw_parts(b, n),
+        )
+    };
+    match x.cmp(y) {
+        std::cmp::Ordering::Less => -1,
+        std::cmp::Ordering::Equal => 0,
+        std::cmp::Ordering::Greater => 1,
+    }
+}
+
+/// The float16 bits nearest to `x` (round to nearest, ties to even).
+pub(crate) fn f32_to_f16(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let exp = ((b >> 23) & 0xff) as i32;
+    let man = b & 0x7f_ffff;
+    if exp == 255 {
+        let nan = if man != 0 {
+            0x200 | (man >> 13) as u16
+        } else {
+            0
+        };
+        return sign | 0x7c00 | nan;
+    }
+    let e = exp - 112;
+    if e >= 31 {
+        return sign | 0x7c00;
+    }
+    if e <= 0 {
+        if e < -10 {
+            return sign;
+        }
+        let m = man | 0x80_0000;
+        let shift = (14 - e) as u32;
+        let h = m >> shift;
+        let rem = m & ((1 << shift) - 1);
+        let half = 1 << (shift - 1);
+        let h = if rem > half || (rem == half && h & 1 == 1) {
+            h + 1
+        } else {
+            h
+        };
+        return sign | h as u16;
+    }
+    let h = ((e as u32) << 10) | (man >> 13);
+    let rem = man & 0x1fff;
+    let h = if rem > 0x1000 || (rem == 0x1000 && h & 1 == 1) {
+        h + 1
+    } else {
+        h
+    };
+    sign | h as u16
+}
+
+/// The value of float16 bits `h`.
+pub(crate) fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h >> 15) as u32) << 31;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let man = (h & 0x3ff) as u32;
+    if exp == 0 {
+        let v = man as f32 * (1.0 / 16_777_216.0);
+        return if sign != 0 { -v } else { v };
+    }
+    let bits = if exp == 31 {
+        sign | 0x7f80_0000 | (man << 13)
+    } else {
+        sign | ((exp + 112) << 23) | (man << 13)
+    };
+    f32::from_bits(bits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_round_trips_and_rounds_to_even() {
+        for h in 0..=u16::MAX {
+            let x = f16_to_f32(h);
+            if !x.is_nan() {
+                assert_eq!(f32_to_f16(x), h, "{h:#x}");
+            }
+        }
+        assert_eq!(f16_to_f32(f32_to_f16(1.0 + 1.0 / 4096.0)), 1.0);
+        assert_eq!(f16_to_f32(f32_to_f16(65520.0)), f32::INFINITY);
+        assert_eq!(f16_to_f32(f32_to_f16(1e-8)), 0.0);
+        assert_eq!(f16_to_f32(f32_to_f16(3.0e-8)), f16_to_f32(1));
+    }
+}

@@ -1,0 +1,317 @@
+//! Single loop-IR kernels on the cpu backend against the loop-IR interpreter: libcall
+//! intrinsics, lazy `select` guarding padded loads, integer semantics, casts between all
+//! dtypes, float16, local buffers (stack and heap), unrolled and parallel loops, and the
+//! errors that compiled code reports instead of trapping.
+
+use std::sync::Arc;
+
+use kiln_backend_cranelift::CraneliftBackend;
+use kiln_executor::{Backend, DeviceBuffer, Target};
+use kiln_ir::{DType, NDArray};
+use kiln_te::tir::{
+    self, BinOp, Expr, ForKind, Intrinsic, PrimFunc, PrimFuncBuilder, Scope, Stmt, ValueType,
+};
+
+fn cpu(threads: usize) -> Target {
+    format!("cpu -threads={threads}").parse().unwrap()
+}
+
+/// Runs `f` on the cpu backend with zero-filled outputs.
+fn run_cpu(f: &PrimFunc, inputs: &[NDArray]) -> kiln_executor::error::Result<Vec<NDArray>> {
+    let lib = CraneliftBackend.compile(&cpu(2), std::slice::from_ref(f))?;
+    let mut bufs: Vec<Arc<dyn DeviceBuffer>> = vec![];
+    for x in inputs {
+        let bytes = x.to_le_bytes();
+        let b = lib.alloc(bytes.len())?;
+        lib.copy_to_device(&*b, &bytes)?;
+        bufs.push(b);
+    }
+    let mut outs = vec![];
+    for &o in f.outputs() {
+        let b = f.buffer(o).unwrap();
+        let n = b.numel().unwrap() * b.dtype.size_bytes();
+        bufs.push(lib.alloc(n)?);
+        outs.push((b.shape.clone(), b.dtype, n));
+    }
+    lib.call(0, &bufs)?;
+    let mut res = vec![];
+    for (k, (shape, dtype, n)) in outs.into_iter().enumerate() {
+        let mut bytes = vec![0u8; n];
+        lib.copy_to_host(&*bufs[inputs.len() + k], &mut bytes)?;
+        res.push(NDArray::from_le_bytes(shape, dtype, &bytes)?);
+    }
+    Ok(res)
+}
+
+/// Checks the cpu backend against the loop-IR interpreter, bit for bit.
+fn same_as_interp(f: &PrimFunc, inputs: &[NDArray]) {
+    let want = tir::run_with_inputs(f, inputs).unwrap();
+    let got = run_cpu(f, inputs).unwrap();
+    assert_eq!(got, want, "{f}");
+}
+
+/// `out[i] = g(a[i])` over a 1-D buffer of `n` elements.
+fn elementwise(n: usize, din: DType, dout: DType, g: impl Fn(Expr) -> Expr) -> PrimFunc {
+    let mut b = PrimFuncBuilder::new("ew");
+    let a = b.input("a", [n], din);
+    let out = b.output("out", [n], dout);
+    let i = b.loop_var("i");
+    b.finish(Stmt::serial(
+        i,
+        0,
+        n as i64,
+        Stmt::store(out, [i.into()], g(Expr::load(a, [i.into()]))),
+    ))
+}
+
+#[test]
+fn libcall_intrinsics_run_and_match() {
+    let x = NDArray::random_uniform(vec![64], DType::F32, 1, -3.0, 3.0);
+    for intr in [
+        Intrinsic::Erf,
+        Intrinsic::Tanh,
+        Intrinsic::Exp,
+        Intrinsic::Sigmoid,
+        Intrinsic::Abs,
+        Intrinsic::Floor,
+        Intrinsic::Ceil,
+    ] {
+        same_as_interp(
+            &elementwise(64, DType::F32, DType::F32, |v| v.unary(intr)),
+            &[x.clone()],
+        );
+    }
+    let pos = NDArray::random_uniform(vec![64], DType::F32, 2, 0.1, 4.0);
+    for intr in [Intrinsic::Log, Intrinsic::Sqrt, Intrinsic::Rsqrt] {
+        same_as_interp(
+            &elementwise(64, DType::F32, DType::F32, |v| v.unary(intr)),
+            &[pos.clone()],
+        );
+    }
+    same_as_interp(
+        &elementwise(64, DType::F32, DType::F32, |v| {
+            Expr::call(Intrinsic::Pow, [v.clone(), Expr::f32(1.7)])
+        }),
+        &[pos.clone()],
+    );
+    same_as_interp(
+        &elementwise(64, DType::F32, DType::F32, |v| {
+            Expr::call(Intrinsic::Fma, [v.clone(), v.clone(), Expr::f32(0.25)])
+        }),
+        &[x],
+    );
+}
+
+#[test]
+fn casts_between_all_dtypes_match() {
+    let all = [
+        DType::F32,
+        DType::F16,
+        DType::I8,
+        DType::U8,
+        DType::I32,
+        DType::I64,
+        DType::Bool,
+    ];
+    for from in all {
+        let x = if from.is_float() {
+            NDArray::random_uniform(vec![40], from, 3, -300.0, 300.0)
+        } else {
+            NDArray::random(vec![40], from, 3)
+        };
+        for to in all {
+            same_as_interp(&elementwise(40, from, to, |v| v.cast(to)), &[x.clone()]);
+        }
+    }
+}
+
+#[test]
+fn integer_and_float16_arithmetic_match() {
+    for d in [DType::I8, DType::U8, DType::I32, DType::I64] {
+        let a = NDArray::random(vec![50], d, 5);
+        let c = |v: i64| Expr::int_of(if d == DType::U8 { v as u8 as i64 } else { v }, d);
+        for op in [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Min, BinOp::Max] {
+            same_as_interp(
+                &elementwise(50, d, d, |v| Expr::binary(op, v, c(7))),
+                &[a.clone()],
+            );
+            same_as_interp(
+                &elementwise(50, d, d, |v| Expr::binary(op, c(-3), v)),
+                &[a.clone()],
+            );
+        }
+        for op in [BinOp::Div, BinOp::FloorDiv, BinOp::FloorMod] {
+            for k in [1, 2, 3, 4, 7, -1, -4] {
+                same_as_interp(
+                    &elementwise(50, d, d, |v| Expr::binary(op, v, c(k))),
+                    &[a.clone()],
+                );
+            }
+        }
+        for op in [BinOp::Lt, BinOp::Ge, BinOp::Eq, BinOp::Ne] {
+            same_as_interp(
+                &elementwise(50, d, DType::Bool, |v| Expr::binary(op, v, c(2))),
+                &[a.clone()],
+            );
+        }
+    }
+    let h = NDArray::random_uniform(vec![30], DType::F16, 9, -4.0, 4.0);
+    same_as_interp(
+        &elementwise(30, DType::F16, DType::F16, |v| {
+            Expr::binary(BinOp::Mul, v.clone(), Expr::float(1.1, DType::F16))
+                + v.unary(Intrinsic::Exp)
+        }),
+        &[h],
+    );
+}
+
+/// `out[i] = a[i] / b[i]` in int32, with data-dependent divisors.
+fn divide() -> PrimFunc {
+    let mut b = PrimFuncBuilder::new("div");
+    let x = b.input("x", [6], DType::I32);
+    let y = b.input("y", [6], DType::I32);
+    let out = b.output("out", [6], DType::I32);
+    let i = b.loop_var("i");
+    b.finish(Stmt::serial(
+        i,
+        0,
+        6,
+        Stmt::store(
+            out,
+            [i.into()],
+            Expr::load(x, [i.into()]).floordiv(Expr::load(y, [i.into()])),
+        ),
+    ))
+}
+
+#[test]
+fn division_by_zero_is_an_error_not_a_trap() {
+    let f = divide();
+    let x = NDArray::from_vec([6], vec![7i32, -7, i32::MIN, 5, -9, 0]).unwrap();
+    let y = NDArray::from_vec([6], vec![2i32, 2, -1, -3, 4, 5]).unwrap();
+    same_as_interp(&f, &[x.clone(), y]);
+    let zero = NDArray::from_vec([6], vec![2i32, 2, 0, -3, 4, 5]).unwrap();
+    let err = run_cpu(&f, &[x, zero]).unwrap_err().to_string();
+    assert!(err.contains("division by zero"), "{err}");
+}
+
+#[test]
+fn select_is_lazy_so_padded_loads_never_run_out_of_bounds() {
+    // out[i] = i >= 2 && i < 10 ? a[i - 2] : -1, over a padded range (a has 8 elements).
+    let mut b = PrimFuncBuilder::new("pad");
+    let a = b.input("a", [8], DType::F32);
+    let out = b.output("out", [12], DType::F32);
+    let i = b.loop_var("i");
+    let inside = Expr::from(i).ge(2).and(Expr::from(i).lt(10));
+    let f = b.finish(Stmt::serial(
+        i,
+        0,
+        12,
+        Stmt::store(
+            out,
+            [i.into()],
+            Expr::select(inside, Expr::load(a, [i - 2]), -1.0f32),
+        ),
+    ));
+    same_as_interp(
+        &f,
+        &[NDArray::random_uniform(vec![8], DType::F32, 4, -1.0, 1.0)],
+    );
+}
+
+/// `out[i, j] = sum_k a[i, k]` through a local accumulator of `acc` elements, the outer
+/// loop of `kind`.
+fn local_sum(n: usize, m: usize, acc: usize, kind: ForKind) -> PrimFunc {
+    let mut b = PrimFuncBuilder::new("local");
+    let a = b.input("a", [n, m], DType::F32);
+    let out = b.output("out", [n], DType::F32);
+    let t = b.alloc("t", [acc], DType::F32, Scope::Local);
+    let i = b.loop_var("i");
+    let k = b.loop_var("k");
+    let last = acc as i32 - 1;
+    let body = Stmt::Allocate {
+        buffer: t,
+        body: Box::new(Stmt::seq([
+            Stmt::serial(
+                k,
+                0,
+                m as i64,
+                Stmt::store(
+                    t,
+                    [Expr::int(last)],
+                    Expr::load(t, [Expr::int(last)]) + Expr::load(a, [i.into(), k.into()]),
+                ),
+            ),
+            Stmt::store(out, [i.into()], Expr::load(t, [Expr::int(last)])),
+        ])),
+    };
+    b.finish(Stmt::For {
+        var: i,
+        min: 0,
+        extent: n as i64,
+        kind,
+        body: Box::new(body),
+    })
+}
+
+#[test]
+fn local_buffers_on_stack_and_heap_in_every_loop_kind() {
+    let a = NDArray::random_uniform(vec![37, 5], DType::F32, 8, -1.0, 1.0);
+    for kind in [
+        ForKind::Serial,
+        ForKind::Parallel,
+        ForKind::Unrolled,
+        ForKind::Vectorized,
+    ] {
+        for acc in [1, 100, 70_000] {
+            same_as_interp(&local_sum(37, 5, acc, kind), &[a.clone()]);
+        }
+    }
+}
+
+#[test]
+fn parallel_loops_capture_outer_variables_and_lets() {
+    // for o in 0..3 { let s = o * 10 { parallel for i in 0..50 { out[o, i] = a[i] + s } } }
+    let mut b = PrimFuncBuilder::new("cap");
+    let a = b.input("a", [50], DType::I32);
+    let out = b.output("out", [3, 50], DType::I32);
+    let o = b.loop_var("o");
+    let i = b.loop_var("i");
+    let s = b.var("s", ValueType::I32);
+    let inner = Stmt::For {
+        var: i,
+        min: 0,
+        extent: 50,
+        kind: ForKind::Parallel,
+        body: Box::new(Stmt::store(
+            out,
+            [o.into(), i.into()],
+            Expr::load(a, [i.into()]) + s,
+        )),
+    };
+    let f = b.finish(Stmt::serial(o, 0, 3, Stmt::let_(s, o * 10, inner)));
+    same_as_interp(&f, &[NDArray::random(vec![50], DType::I32, 2)]);
+}
+
+#[test]
+fn unsupported_constructs_are_errors() {
+    let mut b = PrimFuncBuilder::new("vec");
+    let a = b.input("a", [8], DType::F32);
+    let out = b.output("out", [8], DType::F32);
+    let f = b.finish(Stmt::store(
+        out,
+        [Expr::ramp(0, 1, 4)],
+        Expr::load(a, [Expr::ramp(0, 1, 4)]),
+    ));
+    let err = CraneliftBackend
+        .compile(&cpu(1), &[f])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("ramp"), "{err}");
+    let err = CraneliftBackend
+        .compile(&"interp".parse().unwrap(), &[])
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("cpu") || err.contains("interp"), "{err}");
+}
