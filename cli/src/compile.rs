@@ -1,5 +1,5 @@
 //! Targets, backends and compiled modules for the commands that run models: which
-//! targets this build of `kiln` serves (`ref`, `interp`), turning a MODEL|FILE argument
+//! targets this build of `kiln` serves (`ref`, `interp`, `cpu`), turning a MODEL|FILE argument
 //! into a [`CompiledModule`] (built in memory, or loaded from an exported file and its
 //! kernels compiled again), binding inputs, and `kiln compile` itself.
 
@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use kiln_backend_cranelift::CraneliftBackend;
 use kiln_executor::backends::InterpBackend;
 use kiln_executor::{
     Backend, CompiledModule, GraphExecutor, Target, TargetKind, build, build_with,
@@ -21,7 +22,7 @@ use crate::model::{self, Source};
 pub const DEFAULT_OPT_LEVEL: u8 = 3;
 
 /// The target kinds this build of `kiln` can run, in the order they are listed.
-const AVAILABLE: &[TargetKind] = &[TargetKind::Ref, TargetKind::Interp];
+const AVAILABLE: &[TargetKind] = &[TargetKind::Ref, TargetKind::Interp, TargetKind::Cpu];
 
 fn available() -> String {
     AVAILABLE
@@ -38,7 +39,7 @@ pub fn parse_target(text: &str) -> Result<Target> {
     let kind = text.split_whitespace().next().unwrap_or("");
     if kind.parse::<TargetKind>().is_err() {
         bail!(
-            "unknown target `{}` (available: {}; cpu, cuda and vulkan are not built yet)",
+            "unknown target `{}` (available: {}; cuda and vulkan are not built yet)",
             text.trim(),
             available()
         );
@@ -60,6 +61,7 @@ pub fn backend_for(target: &Target) -> Result<Option<Arc<dyn Backend>>> {
     match target.kind() {
         TargetKind::Ref => Ok(None),
         TargetKind::Interp => Ok(Some(Arc::new(InterpBackend))),
+        TargetKind::Cpu => Ok(Some(Arc::new(CraneliftBackend))),
         _ => bail!(
             "target `{target}` is not built yet (available: {})",
             available()

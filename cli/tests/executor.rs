@@ -164,6 +164,54 @@ fn compiled_file_runs_like_the_in_memory_build_and_the_reference() {
 }
 
 #[test]
+fn cpu_target_runs_through_cranelift_and_matches_the_reference() {
+    let cpu = tmp("cpu.npy");
+    let run = kiln_ok(&[
+        "run",
+        "zoo:mlp",
+        "--target",
+        "cpu -threads=2",
+        "--seed",
+        "3",
+        "--output",
+        s(&cpu),
+    ]);
+    assert!(run.contains("built for cpu -threads=2 in"), "{run}");
+    let reference = tmp("cpu_reference.npy");
+    kiln_ok(&[
+        "run",
+        "zoo:mlp",
+        "--target",
+        "ref",
+        "--seed",
+        "3",
+        "--output",
+        s(&reference),
+    ]);
+    let a = NDArray::read_npy(&cpu).unwrap();
+    let r = NDArray::read_npy(&reference).unwrap();
+    a.allclose(&r, 1e-5, 0.0).unwrap();
+    // An exported cpu module loads, is compiled again and gives the same bits.
+    let file = tmp("mlp_cpu.kmod");
+    kiln_ok(&["compile", "zoo:mlp", "--target", "cpu", "-o", s(&file)]);
+    let loaded = tmp("cpu_loaded.npy");
+    kiln_ok(&[
+        "run",
+        s(&file),
+        "--target",
+        "cpu",
+        "--seed",
+        "3",
+        "--output",
+        s(&loaded),
+    ]);
+    assert_eq!(
+        std::fs::read(&loaded).unwrap(),
+        std::fs::read(&cpu).unwrap()
+    );
+}
+
+#[test]
 fn text_model_with_given_inputs_on_interp() {
     let model = tmp("addrelu.relay");
     std::fs::write(
@@ -414,15 +462,18 @@ fn bad_arguments_give_one_clear_line() {
     // Targets.
     assert_clear_error(
         &kiln(&["compile", "zoo:mlp", "--target", "tpu", "-o", out]),
-        &["unknown target `tpu`", "ref, interp", "not built yet"],
+        &["unknown target `tpu`", "ref, interp, cpu", "not built yet"],
     );
     assert_clear_error(
-        &kiln(&["run", "zoo:mlp", "--target", "cpu"]),
-        &["target `cpu` is not built yet", "ref, interp"],
+        &kiln(&["run", "zoo:mlp", "--target", "cpu -threads=0"]),
+        &["-threads"],
     );
     assert_clear_error(
         &kiln(&["bench", "zoo:mlp", "--target", "cuda -arch=sm_80"]),
-        &["not built yet"],
+        &[
+            "target `cuda -arch=sm_80` is not built yet",
+            "ref, interp, cpu",
+        ],
     );
     assert_clear_error(
         &kiln(&["run", "zoo:mlp", "--target", "interp -threads=2"]),
