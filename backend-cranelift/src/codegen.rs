@@ -9,10 +9,15 @@
 //!   start, end)` that the thread pool calls per chunk, with every variable and local
 //!   buffer in scope captured in an `env` array;
 //! - accesses flatten their indices row-major with the buffer's constant strides;
-//! - local allocations are zero-filled stack slots, or heap scratch (through the host)
-//!   above [`STACK_LIMIT`] bytes;
-//! - `select` is lazy exactly as in the interpreter: a side that may load, divide or call
-//!   out runs behind a branch; pure sides become a branch-free `select`;
+//! - loops of one iteration bind their variable to a constant; small local buffers
+//!   whose indices are constant once the small loops around their accesses are unrolled
+//!   (a register-tiled accumulator) are promoted to Cranelift variables and those loops
+//!   unrolled (module `promote`); other local allocations are zero-filled stack slots,
+//!   or heap scratch (through the host) above [`STACK_LIMIT`] bytes;
+//! - `select` is lazy exactly as in the interpreter: a side that may call out or divide
+//!   by a non-constant runs behind a branch; a side whose only hazard is loads (a padded
+//!   conv2d input) runs branch-free with each load's address replaced by the buffer's
+//!   first element unless its side is taken; pure sides become a plain `select`;
 //! - values keep their dtype's semantics: integers wrap, `/` truncates, floordiv and
 //!   floormod round down, division by zero reports an error through the call context
 //!   instead of trapping, float→int casts saturate, float16 is computed in f32 and
@@ -24,7 +29,7 @@
 //! Vector-typed expressions (`ramp`, `broadcast`, vector variables) and barriers are
 //! refused with [`Error::Unsupported`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use cranelift_codegen::Context;
@@ -35,13 +40,14 @@ use cranelift_codegen::ir::{
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_codegen::settings::{self, Configurable};
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 use kiln_executor::Error;
 use kiln_ir::DType;
 use kiln_te::tir::{self, BinOp, BufferId, Expr, ForKind, Intrinsic, PrimFunc, Scope, Stmt, VarId};
 
+use crate::promote;
 use crate::runtime::{self, Host, HostTy, status};
 
 type Result<T> = std::result::Result<T, Error>;
@@ -231,6 +237,10 @@ impl Env<'_> {
             refs: HashMap::new(),
             outline: outlined.is_none(),
             pending,
+            consts: vec![None; f.vars.len()],
+            promoted: vec![None; f.buffers.len()],
+            unroll: BTreeSet::new(),
+            guard: None,
         };
         for (k, &p) in f.params.iter().enumerate() {
             let v =
@@ -285,6 +295,17 @@ struct Cx<'a, 'm> {
     /// Whether the next `parallel` loop is outlined (only in the kernel itself).
     outline: bool,
     pending: &'m mut Vec<Outlined>,
+    /// The value of each variable known to be constant (unrolled loops, loops of one
+    /// iteration, lets of constants).
+    consts: Vec<Option<i64>>,
+    /// The variables holding each element of a buffer promoted to registers.
+    promoted: Vec<Option<Vec<Variable>>>,
+    /// Loops that must be unrolled (their variables index a promoted buffer).
+    unroll: BTreeSet<VarId>,
+    /// While translating a side of a branch-free `select`: the (i8) condition under
+    /// which that side's value is used; loads outside it read the buffer's first
+    /// element instead, so they never fault.
+    guard: Option<Value>,
 }
 
 /// The Cranelift type holding a value of `d` in registers (float16 is computed in f32,
@@ -300,6 +321,37 @@ fn cl_ty(d: DType) -> Type {
 
 fn is_signed(d: DType) -> bool {
     matches!(d, DType::I8 | DType::I32 | DType::I64)
+}
+
+impl Cx<'_, '_> {
+    /// Whether `e` may run unconditionally once its loads are guarded: no calls, no
+    /// division that could report an error, no float16 loads, and every loaded buffer
+    /// non-empty (so its first element is a safe address).
+    fn guardable(&self, e: &Expr) -> bool {
+        let mut ok = true;
+        e.visit(&mut |x| match x {
+            Expr::Call { .. } => ok = false,
+            Expr::Load { buffer, .. } => {
+                let fine = self
+                    .env
+                    .func
+                    .buffer(*buffer)
+                    .is_some_and(|b| b.dtype != DType::F16 && b.numel().is_some_and(|n| n > 0));
+                ok &= fine || self.promoted[buffer.index()].is_some();
+            }
+            Expr::Binary {
+                op: BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod,
+                rhs,
+                ..
+            } => {
+                if !matches!(rhs.as_int(), Some(c) if c > 0) {
+                    ok = false;
+                }
+            }
+            _ => {}
+        });
+        ok
+    }
 }
 
 /// Whether evaluating `e` can neither fault, report an error nor cost a call, so both
@@ -399,15 +451,22 @@ impl Cx<'_, '_> {
                 if !d.is_int() {
                     return Err(self.unsupported(format_args!("loop over a {d} variable")));
                 }
+                let unroll = *extent == 1
+                    || self.unroll.contains(var)
+                    || (*kind == ForKind::Unrolled && *extent <= UNROLL_LIMIT);
                 match kind {
-                    ForKind::Parallel if self.outline => self.parallel(*var, *min, *extent, body),
-                    ForKind::Unrolled if *extent <= UNROLL_LIMIT => {
+                    ForKind::Parallel if self.outline && *extent > 1 => {
+                        self.parallel(*var, *min, *extent, body)
+                    }
+                    _ if unroll => {
                         for i in 0..*extent {
                             let v = self.iconst(cl_ty(d), min + i);
                             self.vars[var.index()] = Some((v, d));
+                            self.consts[var.index()] = Some(min + i);
                             self.stmt(body)?;
                         }
                         self.vars[var.index()] = None;
+                        self.consts[var.index()] = None;
                         Ok(())
                     }
                     _ => {
@@ -429,6 +488,10 @@ impl Cx<'_, '_> {
                         "@{}: store of {d} to a {bd} buffer",
                         self.env.func.name
                     )));
+                }
+                if let Some(r) = self.promoted_elem(*buffer, indices)? {
+                    self.b.def_var(r, v);
+                    return Ok(());
                 }
                 let addr = self.address(*buffer, indices)?;
                 let v = if d == DType::F16 {
@@ -461,8 +524,14 @@ impl Cx<'_, '_> {
             Stmt::Let { var, value, body } => {
                 let (v, d) = self.expr(value)?;
                 self.vars[var.index()] = Some((v, d));
+                self.consts[var.index()] = if d.is_int() {
+                    promote::const_eval(value, &self.consts)
+                } else {
+                    None
+                };
                 self.stmt(body)?;
                 self.vars[var.index()] = None;
+                self.consts[var.index()] = None;
                 Ok(())
             }
             Stmt::Barrier => Err(self.unsupported("a barrier (GPU block synchronization)")),
@@ -579,6 +648,30 @@ impl Cx<'_, '_> {
                 ))
             })?;
         let slot_bytes = bytes.max(1).div_ceil(16) * 16;
+        let plan = promote::plan(self.env.func, buffer, body, &self.consts, self.outline);
+        if let Some(unroll) = plan {
+            let (n, d) = (b.numel().unwrap_or(0), b.dtype);
+            let ty = cl_ty(d);
+            let zero = self.constant(0.0, 0, d);
+            let regs: Vec<Variable> = (0..n)
+                .map(|_| {
+                    let r = self.b.declare_var(ty);
+                    self.b.def_var(r, zero);
+                    r
+                })
+                .collect();
+            let added: Vec<VarId> = unroll
+                .into_iter()
+                .filter(|v| self.unroll.insert(*v))
+                .collect();
+            self.promoted[buffer.index()] = Some(regs);
+            self.stmt(body)?;
+            self.promoted[buffer.index()] = None;
+            for v in added {
+                self.unroll.remove(&v);
+            }
+            return Ok(());
+        }
         if slot_bytes <= STACK_LIMIT {
             let ss = self.b.create_sized_stack_slot(StackSlotData::new(
                 StackSlotKind::ExplicitSlot,
@@ -660,13 +753,38 @@ impl Cx<'_, '_> {
                 }
             });
         }
-        Ok(match flat {
+        let addr = match flat {
             None => base,
             Some(f) => {
                 let off = self.b.ins().imul_imm_s(f, b.dtype.size_bytes() as i64);
                 self.b.ins().iadd(base, off)
             }
+        };
+        Ok(match self.guard {
+            Some(g) => self.b.ins().select(g, addr, base),
+            None => addr,
         })
+    }
+
+    /// The variable holding `buffer[indices]` if the buffer is promoted to registers.
+    fn promoted_elem(&mut self, buffer: BufferId, indices: &[Expr]) -> Result<Option<Variable>> {
+        let Some(regs) = &self.promoted[buffer.index()] else {
+            return Ok(None);
+        };
+        let b = self.buffer(buffer)?;
+        let mut flat = 0i64;
+        for (ix, &ext) in indices.iter().zip(&b.shape) {
+            let i = promote::const_eval(ix, &self.consts)
+                .filter(|&i| i >= 0 && i < ext as i64)
+                .ok_or_else(|| {
+                    Error::Internal(format!(
+                        "@{}: index of promoted buffer {} is not a constant in bounds",
+                        self.env.func.name, b.name
+                    ))
+                })?;
+            flat = flat * ext as i64 + i;
+        }
+        Ok(regs.get(flat as usize).copied())
     }
 
     fn to_i64(&mut self, v: Value, d: DType) -> Value {
@@ -698,6 +816,9 @@ impl Cx<'_, '_> {
             })?,
             Expr::Load { buffer, indices } => {
                 let d = self.buffer(*buffer)?.dtype;
+                if let Some(r) = self.promoted_elem(*buffer, indices)? {
+                    return Ok((self.b.use_var(r), d));
+                }
                 let addr = self.address(*buffer, indices)?;
                 let v = if d == DType::F16 {
                     let bits = self
@@ -775,6 +896,23 @@ impl Cx<'_, '_> {
             let (a, d) = self.expr(then)?;
             let (b, _) = self.expr(else_)?;
             return Ok((self.b.ins().select(c, a, b), d));
+        }
+        if self.guardable(then) && self.guardable(else_) {
+            // Branch-free: each side's loads read a safe address unless its side is
+            // taken (a padded conv2d load is a compare and a `select`, not a branch).
+            let outer = self.guard;
+            let not_c = self.b.ins().bxor_imm_s(c, 1);
+            let (gt, ge) = match outer {
+                Some(o) => (self.b.ins().band(o, c), self.b.ins().band(o, not_c)),
+                None => (c, not_c),
+            };
+            self.guard = Some(gt);
+            let a = self.expr(then);
+            self.guard = Some(ge);
+            let e = self.expr(else_);
+            self.guard = outer;
+            let ((a, d), (e, _)) = (a?, e?);
+            return Ok((self.b.ins().select(c, a, e), d));
         }
         let tb = self.b.create_block();
         let eb = self.b.create_block();

@@ -29,6 +29,7 @@
 
 pub mod codegen;
 mod pool;
+mod promote;
 mod runtime;
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
