@@ -54,6 +54,11 @@ type Result<T> = std::result::Result<T, Error>;
 
 /// Unrolled loops with at most this many iterations are unrolled; longer ones loop.
 pub const UNROLL_LIMIT: i64 = 32;
+/// Serial loops of at most this many iterations over small loop-free-after-unrolling
+/// bodies (a conv2d's `ry`/`rx` around a small tile) are unrolled...
+pub const AUTO_UNROLL_EXTENT: i64 = 4;
+/// ... when the unrolled loop holds at most this many stores.
+pub const AUTO_UNROLL_STORES: i64 = 64;
 /// Local buffers up to this many bytes live on the stack; larger ones on the heap.
 pub const STACK_LIMIT: usize = 64 << 10;
 /// Local buffers up to this many bytes are zero-filled with inline stores.
@@ -354,6 +359,39 @@ impl Cx<'_, '_> {
     }
 }
 
+/// How many stores `s` executes when every loop inside is fully unrolled, if every loop
+/// inside has a constant extent of at most [`AUTO_UNROLL_EXTENT`] (or is unrolled
+/// anyway), there is no allocation, and no call to an out-of-line intrinsic.
+fn unrolled_stores(s: &Stmt) -> Option<i64> {
+    match s {
+        Stmt::Seq(v) => v
+            .iter()
+            .try_fold(0i64, |n, c| Some(n + unrolled_stores(c)?)),
+        Stmt::For {
+            extent, kind, body, ..
+        } => {
+            if *kind == ForKind::Parallel || *extent > AUTO_UNROLL_EXTENT.max(8) {
+                return None;
+            }
+            Some(unrolled_stores(body)? * (*extent).max(0))
+        }
+        Stmt::Store { value, .. } => {
+            let mut calls = false;
+            value.visit(&mut |x| calls |= matches!(x, Expr::Call { .. }));
+            (!calls).then_some(1)
+        }
+        Stmt::If { then, else_, .. } => {
+            let e = match else_ {
+                Some(e) => unrolled_stores(e)?,
+                None => 0,
+            };
+            Some(unrolled_stores(then)? + e)
+        }
+        Stmt::Let { body, .. } => unrolled_stores(body),
+        Stmt::Allocate { .. } | Stmt::Barrier => None,
+    }
+}
+
 /// Whether evaluating `e` can neither fault, report an error nor cost a call, so both
 /// sides of a `select` over it may run.
 fn speculatable(e: &Expr) -> bool {
@@ -453,7 +491,10 @@ impl Cx<'_, '_> {
                 }
                 let unroll = *extent == 1
                     || self.unroll.contains(var)
-                    || (*kind == ForKind::Unrolled && *extent <= UNROLL_LIMIT);
+                    || (*kind == ForKind::Unrolled && *extent <= UNROLL_LIMIT)
+                    || (*kind != ForKind::Parallel
+                        && *extent <= AUTO_UNROLL_EXTENT
+                        && unrolled_stores(body).is_some_and(|n| n * extent <= AUTO_UNROLL_STORES));
                 match kind {
                     ForKind::Parallel if self.outline && *extent > 1 => {
                         self.parallel(*var, *min, *extent, body)

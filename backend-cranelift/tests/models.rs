@@ -1,5 +1,5 @@
-//! Issue 5's model-level acceptance on `cpu`: the zoo MLP and ResNet-18 (batch 1) equal
-//! the graph-IR reference, and four threads with their own executors share one compiled
+//! Issue 5's model-level acceptance on `cpu`: the zoo MLP, ResNet-18 and ResNet-50
+//! (batch 1) equal the graph-IR reference, and four threads with their own executors share one compiled
 //! module. Compile time and one run's latency are printed (no timing assertions).
 
 use std::collections::BTreeMap;
@@ -47,6 +47,24 @@ fn mlp_on_cpu_equals_the_reference() {
     let got = run_once(&lib, &data);
     assert_eq!(got.len(), 1);
     got[0].allclose(&want[0], 1e-5, 1e-5).unwrap();
+}
+
+#[test]
+fn resnet50_on_cpu_equals_the_reference() {
+    let (m, params) = kiln_ir::zoo::by_name("resnet50").unwrap();
+    let data = NDArray::random_uniform(vec![1, 3, 224, 224], DType::F32, 13, -1.0, 1.0);
+    let lib = build_cpu(&m, &params);
+    println!(
+        "resnet50 cpu: compile step {:.0} ms, {} kernels",
+        compile_ms(&lib),
+        lib.kernels().len()
+    );
+    let got = run_once(&lib, &data);
+    let want = reference(&m, &params, &data);
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        g.allclose(w, 1e-4, 0.0).unwrap();
+    }
 }
 
 #[test]
