@@ -8,11 +8,14 @@ use kiln_executor::{BenchmarkOptions, DebugExecutor};
 use serde::Serialize;
 
 use crate::compile::{backend_for, bind_inputs, parse_target, prepare};
+use crate::model::Shapes;
 
 /// Arguments of `kiln bench`.
 pub struct BenchArgs {
-    /// `zoo:NAME`, a text IR file or an exported module.
+    /// `zoo:NAME`, a text IR file, an ONNX file or an exported module.
     pub model: String,
+    /// `--shape` overrides of ONNX input shapes.
+    pub shapes: Shapes,
     /// The `--target` text.
     pub target: String,
     /// `NAME=FILE.npy` inputs.
@@ -54,7 +57,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         );
     }
     let target = parse_target(&args.target)?;
-    let prepared = prepare(&args.model, &target, args.opt_level)?;
+    let prepared = prepare(&args.model, &args.shapes, &target, args.opt_level)?;
     let module = &prepared.module;
     let mut exec = module.create_executor()?;
     bind_inputs(&mut exec, module, &args.inputs, args.seed)?;
@@ -103,8 +106,10 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
 
 /// Arguments of `kiln profile`.
 pub struct ProfileArgs {
-    /// `zoo:NAME`, a text IR file or an exported module.
+    /// `zoo:NAME`, a text IR file, an ONNX file or an exported module.
     pub model: String,
+    /// `--shape` overrides of ONNX input shapes.
+    pub shapes: Shapes,
     /// The `--target` text.
     pub target: String,
     /// `NAME=FILE.npy` inputs.
@@ -129,7 +134,7 @@ pub fn profile(args: &ProfileArgs) -> Result<()> {
              profile on a compiling target (interp)"
         );
     }
-    let prepared = prepare(&args.model, &target, args.opt_level)?;
+    let prepared = prepare(&args.model, &args.shapes, &target, args.opt_level)?;
     let module = &prepared.module;
     let mut exec = DebugExecutor::new(module)?;
     bind_inputs(&mut exec, module, &args.inputs, args.seed)?;

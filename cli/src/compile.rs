@@ -1,5 +1,6 @@
 //! Targets, backends and compiled modules for the commands that run models: which
 //! targets this build of `kiln` serves (`ref`, `interp`, `cpu`), turning a MODEL|FILE argument
+//! (`zoo:NAME`, a text IR file, an ONNX file or an exported module)
 //! into a [`CompiledModule`] (built in memory, or loaded from an exported file and its
 //! kernels compiled again), binding inputs, and `kiln compile` itself.
 
@@ -16,7 +17,7 @@ use kiln_executor::{
 };
 use kiln_ir::NDArray;
 
-use crate::model::{self, Source};
+use crate::model::{self, Shapes, Source};
 
 /// The opt level used when `--opt-level` is not given (as `tvmc compile`).
 pub const DEFAULT_OPT_LEVEL: u8 = 3;
@@ -98,11 +99,17 @@ impl Prepared {
     }
 }
 
-/// Builds MODEL (or loads FILE, an exported module) for `target`. `opt_level` applies to
-/// models only: an exported file was optimized when it was compiled.
-pub fn prepare(spec: &str, target: &Target, opt_level: Option<u8>) -> Result<Prepared> {
+/// Builds MODEL (or loads FILE, an exported module) for `target`. `shapes` fixes the
+/// input shapes of an ONNX model; `opt_level` applies to models only: an exported file
+/// was optimized when it was compiled.
+pub fn prepare(
+    spec: &str,
+    shapes: &Shapes,
+    target: &Target,
+    opt_level: Option<u8>,
+) -> Result<Prepared> {
     let backend = backend_for(target)?;
-    prepare_source(spec, model::open(spec)?, target, backend, opt_level)
+    prepare_source(spec, model::open(spec, shapes)?, target, backend, opt_level)
 }
 
 /// [`prepare`] for an opened MODEL|FILE argument, on `backend` (`None` for `ref`).
@@ -206,8 +213,10 @@ pub fn bind_inputs(
 
 /// Arguments of `kiln compile`.
 pub struct CompileArgs {
-    /// `zoo:NAME` or a text IR file.
+    /// `zoo:NAME`, a text IR file or an ONNX file.
     pub model: String,
+    /// `--shape` overrides of ONNX input shapes.
+    pub shapes: Shapes,
     /// The `--target` text.
     pub target: String,
     /// Where to write the exported module.
@@ -227,11 +236,11 @@ pub fn compile(args: &CompileArgs) -> Result<()> {
              nothing to export; compile for a target with kernels (interp)"
         );
     };
-    let source = model::open(&args.model)?;
+    let source = model::open(&args.model, &args.shapes)?;
     if let Source::Exported(_) = source {
         bail!(
-            "`{}` is already an exported module; compile takes a model (zoo:NAME or a text \
-             IR file)",
+            "`{}` is already an exported module; compile takes a model (zoo:NAME, a text \
+             IR file or an ONNX file)",
             args.model
         );
     }

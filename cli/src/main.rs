@@ -2,7 +2,8 @@
 //! `--emit loop [--target cpu|gpu]`, the loop IR of its kernels); `kiln compile` builds a
 //! model for a target and exports it to one file; `kiln run` runs a model or an exported
 //! file; `kiln bench` times it with the graph executor's benchmark; `kiln profile` prints
-//! the debug executor's per-node table. Errors print as one line (`error: ...`) with a
+//! the debug executor's per-node table. MODEL may be an ONNX file everywhere, with
+//! `--shape NAME=DIMS` fixing its input shapes. Errors print as one line (`error: ...`) with a
 //! non-zero exit code, never as a panic; usage errors too.
 
 mod bench;
@@ -17,9 +18,10 @@ use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
 
 /// Kiln: a deep-learning compiler. MODEL is a zoo name (`zoo:resnet18`, `zoo:resnet34`,
-/// `zoo:resnet50`, `zoo:mlp`) or a text IR file; FILE is a module exported by
-/// `kiln compile`. Targets: `ref` (the graph-IR reference interpreter) and `interp` (the
-/// loop-IR interpreter behind the graph executor).
+/// `zoo:resnet50`, `zoo:mlp`), a text IR file or an ONNX file (`--shape NAME=DIMS` fixes
+/// its input shapes); FILE is a module exported by `kiln compile`. Targets: `ref` (the
+/// graph-IR reference interpreter), `interp` (the loop-IR interpreter behind the graph
+/// executor) and `cpu` (native code through Cranelift).
 #[derive(Parser, Debug)]
 #[command(name = "kiln", version, about)]
 struct Cli {
@@ -36,6 +38,15 @@ struct InputArgs {
     /// Seed for random inputs (input i uses seed + i).
     #[arg(long, default_value_t = 0)]
     seed: u64,
+}
+
+/// Input shapes of an ONNX model.
+#[derive(Args, Debug)]
+struct ShapeArgs {
+    /// Fix the shape of an ONNX model's input: `NAME=1,3,224,224` (repeatable; needed
+    /// for every input with a dynamic dimension).
+    #[arg(long = "shape", value_name = "NAME=DIMS")]
+    shapes: Vec<String>,
 }
 
 /// The graph-level optimization level (0..=4); for models only, not exported files.
@@ -55,8 +66,10 @@ fn count_arg(text: &str) -> Result<usize, String> {
 enum Command {
     /// Print a model's graph IR in the text form.
     Inspect {
-        /// `zoo:NAME` or a path to a text IR file.
+        /// `zoo:NAME`, a text IR file or an ONNX file.
         model: String,
+        #[command(flatten)]
+        shape: ShapeArgs,
         /// Annotate every binding with its type (`/* ty=... */`).
         #[arg(long)]
         types: bool,
@@ -72,8 +85,10 @@ enum Command {
     /// Build a model for a target and export it to one file (graph JSON, params, target
     /// and kernels); prints the kernel count, the build time and the memory plan.
     Compile {
-        /// `zoo:NAME` or a path to a text IR file.
+        /// `zoo:NAME`, a text IR file or an ONNX file.
         model: String,
+        #[command(flatten)]
+        shape: ShapeArgs,
         /// What to compile for: `interp` (`ref` compiles nothing).
         #[arg(long)]
         target: String,
@@ -86,8 +101,11 @@ enum Command {
     },
     /// Run a model (or an exported module) once and print its outputs.
     Run {
-        /// `zoo:NAME`, a text IR file, or a module exported by `kiln compile`.
+        /// `zoo:NAME`, a text IR file, an ONNX file, or a module exported by
+        /// `kiln compile`.
         model: String,
+        #[command(flatten)]
+        shape: ShapeArgs,
         /// Where to run: `ref` (the reference interpreter) or `interp`.
         #[arg(long, default_value = "ref")]
         target: String,
@@ -102,8 +120,11 @@ enum Command {
     },
     /// Time a model (or an exported module) with the graph executor's benchmark.
     Bench {
-        /// `zoo:NAME`, a text IR file, or a module exported by `kiln compile`.
+        /// `zoo:NAME`, a text IR file, an ONNX file, or a module exported by
+        /// `kiln compile`.
         model: String,
+        #[command(flatten)]
+        shape: ShapeArgs,
         /// Where to run: `ref` or `interp`.
         #[arg(long)]
         target: String,
@@ -136,8 +157,11 @@ enum Command {
     },
     /// Time every kernel call with the debug executor and print the per-node table.
     Profile {
-        /// `zoo:NAME`, a text IR file, or a module exported by `kiln compile`.
+        /// `zoo:NAME`, a text IR file, an ONNX file, or a module exported by
+        /// `kiln compile`.
         model: String,
+        #[command(flatten)]
+        shape: ShapeArgs,
         /// Where to run: a compiling target (`interp`).
         #[arg(long)]
         target: String,
@@ -168,32 +192,55 @@ fn main() -> ExitCode {
             }
         },
     };
-    let result = match cli.command {
+    let result = dispatch(cli.command);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", format_chain(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs one command.
+fn dispatch(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Inspect {
             model,
+            shape,
             types,
             emit,
             target,
-        } => model::inspect(&model, types, &emit, &target),
+        } => model::inspect(
+            &model,
+            &model::parse_shapes(&shape.shapes)?,
+            types,
+            &emit,
+            &target,
+        ),
         Command::Compile {
             model,
+            shape,
             target,
             output,
             opt_level,
         } => compile::compile(&compile::CompileArgs {
             model,
+            shapes: model::parse_shapes(&shape.shapes)?,
             target,
             output,
             opt_level,
         }),
         Command::Run {
             model,
+            shape,
             target,
             inputs,
             output,
             opt_level,
         } => run::run(&run::RunArgs {
             model,
+            shapes: model::parse_shapes(&shape.shapes)?,
             target,
             inputs: inputs.inputs,
             output,
@@ -202,6 +249,7 @@ fn main() -> ExitCode {
         }),
         Command::Bench {
             model,
+            shape,
             target,
             inputs,
             opt_level,
@@ -212,6 +260,7 @@ fn main() -> ExitCode {
             json,
         } => bench::bench(&bench::BenchArgs {
             model,
+            shapes: model::parse_shapes(&shape.shapes)?,
             target,
             inputs: inputs.inputs,
             seed: inputs.seed,
@@ -224,6 +273,7 @@ fn main() -> ExitCode {
         }),
         Command::Profile {
             model,
+            shape,
             target,
             inputs,
             opt_level,
@@ -231,6 +281,7 @@ fn main() -> ExitCode {
             dump_dir,
         } => bench::profile(&bench::ProfileArgs {
             model,
+            shapes: model::parse_shapes(&shape.shapes)?,
             target,
             inputs: inputs.inputs,
             seed: inputs.seed,
@@ -238,13 +289,6 @@ fn main() -> ExitCode {
             number,
             dump_dir,
         }),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {}", format_chain(&e));
-            ExitCode::FAILURE
-        }
     }
 }
 

@@ -1,12 +1,18 @@
-//! Loading a MODEL argument (`zoo:NAME` or a text IR file), telling it apart from an
-//! exported module file (by its magic bytes, never its extension), and `kiln inspect`
-//! (graph IR, or the loop IR of every kernel for a target kind).
+//! Loading a MODEL argument (`zoo:NAME`, a text IR file or an ONNX file), telling it
+//! apart from an exported module file (by its magic bytes, never its extension), the
+//! `--shape NAME=DIMS` overrides for ONNX inputs, and `kiln inspect` (graph IR, or the
+//! loop IR of every kernel for a target kind).
+//!
+//! An ONNX model is recognised by the extension `.onnx`, or, for any other name, by
+//! failing to parse as text IR and then decoding as an ONNX `ModelProto`.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use kiln_executor::export::MAGIC;
+use kiln_frontend_onnx::{Error as OnnxError, decode_model, from_onnx};
 use kiln_ir::text::{PrintOptions, parse_module, print_module};
 use kiln_ir::zoo::{self, Params};
 use kiln_ir::{Module, verify};
@@ -18,6 +24,38 @@ pub struct Model {
     pub module: Module,
     /// Weights bound to `@main`'s parameters by name.
     pub params: Params,
+}
+
+/// Input shapes fixed by `--shape NAME=DIMS`, by input name.
+pub type Shapes = BTreeMap<String, Vec<usize>>;
+
+/// Parses `--shape` values (`NAME=1,3,224,224`; `NAME=` is a scalar). A name given twice
+/// is an error.
+pub fn parse_shapes(specs: &[String]) -> Result<Shapes> {
+    let mut shapes = Shapes::new();
+    for spec in specs {
+        let (name, dims) = spec
+            .rsplit_once('=')
+            .filter(|(name, _)| !name.is_empty())
+            .with_context(|| format!("--shape `{spec}` must look like NAME=1,3,224,224"))?;
+        let dims = if dims.trim().is_empty() {
+            vec![]
+        } else {
+            dims.split(',')
+                .map(|d| d.trim().parse::<usize>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| {
+                    anyhow::anyhow!(
+                        "--shape `{spec}`: the dimensions must be whole numbers separated by \
+                         commas (NAME=1,3,224,224)"
+                    )
+                })?
+        };
+        if shapes.insert(name.to_string(), dims).is_some() {
+            bail!("--shape gives `{name}` more than once");
+        }
+    }
+    Ok(shapes)
 }
 
 /// What a MODEL|FILE argument names.
@@ -43,20 +81,61 @@ fn has_module_magic(path: &Path) -> Result<bool> {
 }
 
 /// Opens a MODEL|FILE argument: `zoo:NAME`, an exported module (recognised by its magic
-/// bytes) or a text IR file.
-pub fn open(spec: &str) -> Result<Source> {
+/// bytes), an ONNX file or a text IR file. `shapes` fixes ONNX input shapes.
+pub fn open(spec: &str, shapes: &Shapes) -> Result<Source> {
     if !spec.starts_with("zoo:") {
         let path = Path::new(spec);
         if path.is_file() && has_module_magic(path)? {
+            if !shapes.is_empty() {
+                bail!(
+                    "--shape fixes the input shapes of ONNX models; `{spec}` is a module \
+                     exported by `kiln compile`, whose shapes were fixed when it was compiled"
+                );
+            }
             return Ok(Source::Exported(path.to_path_buf()));
         }
     }
-    Ok(Source::Model(Box::new(load(spec)?)))
+    Ok(Source::Model(Box::new(load(spec, shapes)?)))
 }
 
-/// Loads `zoo:NAME` or parses a text IR file, then verifies it.
-pub fn load(spec: &str) -> Result<Model> {
+/// Whether `spec` names a file with the extension `.onnx` (any case).
+fn has_onnx_extension(spec: &str) -> bool {
+    Path::new(spec)
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+}
+
+/// Imports the ONNX model in `bytes` (read from `spec`) with the input shapes `shapes`.
+/// Every unsupported node is listed at once.
+fn import_onnx(spec: &str, bytes: &[u8], shapes: &Shapes) -> Result<(Module, Params)> {
+    from_onnx(bytes, shapes).map_err(|e| {
+        let dynamic = matches!(e.root(), OnnxError::InvalidModel(m) if m.contains("dynamic"));
+        if dynamic {
+            anyhow::anyhow!(
+                "cannot import ONNX model `{spec}`: {e}; fix it with --shape NAME=DIMS \
+                 (e.g. --shape input=1,3,224,224)"
+            )
+        } else {
+            anyhow::Error::new(e).context(format!("cannot import ONNX model `{spec}`"))
+        }
+    })
+}
+
+/// `--shape` given for a model that is not ONNX.
+fn refuse_shapes(spec: &str, shapes: &Shapes) -> Result<()> {
+    if !shapes.is_empty() {
+        bail!(
+            "--shape fixes the input shapes of ONNX models; `{spec}` is not one (graph-IR \
+             models declare their shapes)"
+        );
+    }
+    Ok(())
+}
+
+/// Loads `zoo:NAME`, imports an ONNX file or parses a text IR file, then verifies it.
+pub fn load(spec: &str, shapes: &Shapes) -> Result<Model> {
     let (module, params) = if let Some(name) = spec.strip_prefix("zoo:") {
+        refuse_shapes(spec, shapes)?;
         zoo::by_name(name)?
     } else {
         if !spec.contains('.') && !std::path::Path::new(spec).exists() {
@@ -73,26 +152,46 @@ pub fn load(spec: &str) -> Result<Model> {
                  bench and profile take exported modules; this command needs the model)"
             );
         }
-        let text = String::from_utf8(bytes).map_err(|_| {
-            anyhow::anyhow!(
-                "`{spec}` is neither a text IR file (it is not UTF-8) nor a module exported by \
-                 `kiln compile` (it does not start with the magic bytes \"KILNMOD\\0\")"
-            )
-        })?;
-        let module = parse_module(&text).with_context(|| spec.to_string())?;
-        (module, Params::new())
+        if has_onnx_extension(spec) {
+            import_onnx(spec, &bytes, shapes)?
+        } else {
+            match String::from_utf8(bytes) {
+                Ok(text) => match parse_module(&text) {
+                    Ok(module) => {
+                        refuse_shapes(spec, shapes)?;
+                        (module, Params::new())
+                    }
+                    // Not text IR: an ONNX model under another name is still a model.
+                    Err(_) if decode_model(text.as_bytes()).is_ok() => {
+                        import_onnx(spec, text.as_bytes(), shapes)?
+                    }
+                    Err(e) => return Err(e).with_context(|| spec.to_string()),
+                },
+                Err(e) => {
+                    let bytes = e.into_bytes();
+                    match decode_model(&bytes) {
+                        Ok(_) => import_onnx(spec, &bytes, shapes)?,
+                        Err(onnx) => bail!(
+                            "`{spec}` is neither a text IR file (it is not UTF-8), an ONNX \
+                             model ({onnx}), nor a module exported by `kiln compile` (it \
+                             does not start with the magic bytes \"KILNMOD\\0\")"
+                        ),
+                    }
+                }
+            }
+        }
     };
     verify::verify(&module).with_context(|| format!("{spec} is not a valid module"))?;
     Ok(Model { module, params })
 }
 
 /// `kiln inspect MODEL [--types] [--emit graph|loop] [--target cpu|gpu]`.
-pub fn inspect(spec: &str, types: bool, emit: &str, target: &str) -> Result<()> {
+pub fn inspect(spec: &str, shapes: &Shapes, types: bool, emit: &str, target: &str) -> Result<()> {
     let target = TargetKind::from_name(target)
         .ok_or_else(|| anyhow::anyhow!("unknown target `{target}` (known: cpu, gpu)"))?;
     match emit {
         "graph" => {
-            let model = load(spec)?;
+            let model = load(spec, shapes)?;
             let opts = PrintOptions {
                 types,
                 ..PrintOptions::default()
@@ -100,7 +199,7 @@ pub fn inspect(spec: &str, types: bool, emit: &str, target: &str) -> Result<()> 
             print!("{}", print_module(&model.module, &opts));
         }
         "loop" => {
-            let model = load(spec)?;
+            let model = load(spec, shapes)?;
             let kernels = kernels_of(&model.module, target)
                 .with_context(|| format!("cannot lower {spec} for {}", target.name()))?;
             let mut out = String::new();

@@ -10,11 +10,14 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use crate::compile::{bind_inputs, parse_target, prepare};
+use crate::model::Shapes;
 
 /// Arguments of `kiln run`.
 pub struct RunArgs {
-    /// `zoo:NAME`, a text IR file or an exported module.
+    /// `zoo:NAME`, a text IR file, an ONNX file or an exported module.
     pub model: String,
+    /// `--shape` overrides of ONNX input shapes.
+    pub shapes: Shapes,
     /// The `--target` text.
     pub target: String,
     /// `NAME=FILE.npy` inputs.
@@ -30,7 +33,7 @@ pub struct RunArgs {
 /// `kiln run MODEL|FILE --target T ...`.
 pub fn run(args: &RunArgs) -> Result<()> {
     let target = parse_target(&args.target)?;
-    let prepared = prepare(&args.model, &target, args.opt_level)?;
+    let prepared = prepare(&args.model, &args.shapes, &target, args.opt_level)?;
     let module = &prepared.module;
     let mut exec = module.create_executor()?;
     bind_inputs(&mut exec, module, &args.inputs, args.seed)?;

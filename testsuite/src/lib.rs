@@ -1,6 +1,8 @@
-//! Kiln's cross-cutting test suite. For now it owns the ONNX conformance runner
-//! ([`onnx_node`]): running ONNX's backend node test cases through the ONNX frontend and
-//! the reference interpreter, and the manifest of each case's status. Later it will hold
-//! the differential tests across backends and the model tests.
+//! Kiln's cross-cutting test suite. It owns the ONNX conformance runner
+//! ([`onnx_node`]): running ONNX's backend node test cases through the ONNX frontend on
+//! the reference interpreter and on `cpu`, and the manifest of each case's status per
+//! backend. Its tests also check whole ONNX models (ResNet-18, a BERT encoder block)
+//! against ONNX Runtime (`tests/onnx_models.rs`). Later it will hold the differential
+//! tests across backends.
 
 pub mod onnx_node;

@@ -1,16 +1,21 @@
 //! Running one ONNX backend node test case (`model.onnx` plus
 //! `test_data_set_*/input_*.pb` and `output_*.pb`, ONNX's standard layout) through
-//! `kiln_frontend_onnx::from_onnx` and the reference interpreter, comparing with the
-//! expected outputs (floats within atol 1e-4 + rtol 1e-3, integers and bools exactly),
-//! and the manifest format that records each case's status.
+//! `kiln_frontend_onnx::from_onnx`, then on the reference interpreter (`ref`) and, when
+//! that passes, on the `cpu` target (the graph executor over kiln's Cranelift backend),
+//! comparing with the expected outputs (floats within atol 1e-4 + rtol 1e-3, integers and
+//! bools exactly), and the manifest format that records each case's status per backend.
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
+use std::sync::Arc;
 
+use kiln_backend_cranelift::CraneliftBackend;
+use kiln_executor::{GraphExecutor, Target, TargetKind, build_with};
 use kiln_frontend_onnx::{Error, decode_model, from_onnx_with_constants, proto, tensor_from_proto};
-use kiln_ir::NDArray;
 use kiln_ir::interp::{Inputs, evaluate};
+use kiln_ir::zoo::Params;
+use kiln_ir::{Module, NDArray};
 use prost::Message;
 
 /// Absolute tolerance for float outputs.
@@ -41,11 +46,16 @@ impl Outcome {
     }
 }
 
-/// `s` on one line, at most 160 characters.
+/// `s` on one line, at most 160 characters, without the manifest's column separator
+/// (`|` becomes `/`).
 fn one_line(s: &str) -> String {
     let flat: String = s
         .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| match c {
+            '|' => '/',
+            c if c.is_control() => ' ',
+            c => c,
+        })
         .collect();
     if flat.chars().count() > 160 {
         let cut: String = flat.chars().take(157).collect();
@@ -112,23 +122,90 @@ fn compare(i: usize, got: &NDArray, want: &NDArray) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs the case in directory `dir` (never panics: a panic inside kiln is a failure).
-pub fn run_case(dir: &Path) -> Outcome {
-    match catch_unwind(AssertUnwindSafe(|| run_case_inner(dir))) {
-        Ok(Ok(())) => Outcome::Pass,
-        Ok(Err(o)) => o,
+/// The graph-level optimization level the `cpu` runs build with (the CLI's default).
+pub const CPU_OPT_LEVEL: u8 = 3;
+
+/// A case's outcome on each backend.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CaseResult {
+    /// On the reference interpreter.
+    pub reference: Outcome,
+    /// On `cpu`; `None` when the case was not run there because it does not pass on the
+    /// reference interpreter.
+    pub cpu: Option<Outcome>,
+}
+
+impl CaseResult {
+    /// The `cpu` status as the manifest writes it: [`Outcome::status`], or `-` when the
+    /// case was not run on `cpu`.
+    pub fn cpu_status(&self) -> String {
+        self.cpu
+            .as_ref()
+            .map_or_else(|| "-".to_string(), Outcome::status)
+    }
+}
+
+/// One test data set: the values of the graph inputs the module reads, and the expected
+/// outputs.
+struct DataSet {
+    inputs: Vec<(String, NDArray)>,
+    outputs: Vec<NDArray>,
+}
+
+/// A case imported and its data read, ready to run on any backend.
+struct Case {
+    module: Module,
+    params: Params,
+    sets: Vec<DataSet>,
+}
+
+/// Runs `f`, turning a panic inside kiln into a failure.
+fn guarded<T>(f: impl FnOnce() -> Result<T, Outcome>) -> Result<T, Outcome> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
         Err(p) => {
             let msg = p
                 .downcast_ref::<String>()
                 .cloned()
                 .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
-            Outcome::Fail(format!("panic: {msg}"))
+            Err(Outcome::Fail(format!("panic: {msg}")))
         }
     }
 }
 
-fn run_case_inner(dir: &Path) -> Result<(), Outcome> {
+/// Runs the case in directory `dir` on the reference interpreter and, if it passes there,
+/// on `cpu` (never panics: a panic inside kiln is a failure).
+pub fn run_case(dir: &Path) -> CaseResult {
+    let case = match guarded(|| load_case(dir)) {
+        Ok(case) => case,
+        Err(o) => {
+            return CaseResult {
+                reference: o,
+                cpu: None,
+            };
+        }
+    };
+    let reference = outcome(guarded(|| run_reference(&case)));
+    let cpu = (reference == Outcome::Pass).then(|| outcome(guarded(|| run_cpu(&case))));
+    CaseResult { reference, cpu }
+}
+
+/// Runs the case in directory `dir` on the reference interpreter only.
+pub fn run_case_reference(dir: &Path) -> Outcome {
+    outcome(guarded(|| run_reference(&load_case(dir)?)))
+}
+
+fn outcome(r: Result<(), Outcome>) -> Outcome {
+    match r {
+        Ok(()) => Outcome::Pass,
+        Err(o) => o,
+    }
+}
+
+/// Imports `dir/model.onnx` (binding, one at a time, the inputs the import needs as
+/// constants to the first data set's values) and reads every data set.
+fn load_case(dir: &Path) -> Result<Case, Outcome> {
     let bytes = std::fs::read(dir.join("model.onnx"))
         .map_err(|e| Outcome::Fail(format!("model.onnx: {e}")))?;
     let model = decode_model(&bytes).map_err(|e| Outcome::Fail(e.to_string()))?;
@@ -172,15 +249,16 @@ fn run_case_inner(dir: &Path) -> Result<(), Outcome> {
         .iter()
         .filter_map(|&p| module.var_name(p))
         .collect();
-    let mut sets: Vec<_> = std::fs::read_dir(dir)
+    let mut set_dirs: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| Outcome::Fail(e.to_string()))?
         .filter_map(|e| e.ok())
         .map(|e| e.path())
         .filter(|p| p.is_dir())
         .collect();
-    sets.sort();
-    for set in sets {
-        let mut inputs: Inputs = params.clone();
+    set_dirs.sort();
+    let mut sets = vec![];
+    for set in set_dirs {
+        let mut inputs = vec![];
         for (j, name) in input_names.iter().enumerate() {
             let path = set.join(format!("input_{j}.pb"));
             if !path.exists() {
@@ -188,45 +266,130 @@ fn run_case_inner(dir: &Path) -> Result<(), Outcome> {
             }
             let t = read_tensor(&path)?;
             if used.contains(name) && !constants.contains_key(*name) {
-                inputs.insert(name.to_string(), t);
+                inputs.push((name.to_string(), t));
             }
         }
-        let outs = evaluate(&module, &inputs)
-            .map_err(|e| Outcome::Fail(e.to_string()))?
-            .flatten();
-        for (i, got) in outs.iter().enumerate() {
+        let mut outputs = vec![];
+        for i in 0.. {
             let path = set.join(format!("output_{i}.pb"));
-            let want = read_tensor(&path)?;
-            compare(i, got, &want).map_err(Outcome::Fail)?;
+            if !path.exists() {
+                break;
+            }
+            outputs.push(read_tensor(&path)?);
         }
+        sets.push(DataSet { inputs, outputs });
+    }
+    Ok(Case {
+        module,
+        params,
+        sets,
+    })
+}
+
+/// Compares a run's outputs with a data set's expected outputs.
+fn compare_all(got: &[NDArray], want: &[NDArray]) -> Result<(), Outcome> {
+    if got.len() != want.len() {
+        return Err(Outcome::Fail(format!(
+            "{} output(s), expected {}",
+            got.len(),
+            want.len()
+        )));
+    }
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        compare(i, g, w).map_err(Outcome::Fail)?;
     }
     Ok(())
 }
 
-/// The manifest text for `results`: a header, then `name status` per line, sorted.
-pub fn write_manifest(results: &[(String, Outcome)]) -> String {
+/// Runs every data set on the graph-IR reference interpreter.
+fn run_reference(case: &Case) -> Result<(), Outcome> {
+    for set in &case.sets {
+        let mut inputs: Inputs = case.params.clone();
+        inputs.extend(set.inputs.iter().cloned());
+        let outs = evaluate(&case.module, &inputs)
+            .map_err(|e| Outcome::Fail(e.to_string()))?
+            .flatten();
+        compare_all(&outs, &set.outputs)?;
+    }
+    Ok(())
+}
+
+/// Builds the case for `cpu` (Cranelift) and runs every data set with the graph executor.
+fn run_cpu(case: &Case) -> Result<(), Outcome> {
+    let fail = |what: &str, e: kiln_executor::Error| Outcome::Fail(format!("cpu {what}: {e}"));
+    let compiled = build_with(
+        &case.module,
+        &Target::new(TargetKind::Cpu),
+        &case.params,
+        CPU_OPT_LEVEL,
+        Arc::new(CraneliftBackend),
+    )
+    .map_err(|e| fail("build", e))?;
+    let mut exec = GraphExecutor::new(&compiled).map_err(|e| fail("executor", e))?;
+    let names: Vec<String> = exec.get_input_info().into_iter().map(|t| t.name).collect();
+    for set in &case.sets {
+        for (name, value) in &set.inputs {
+            // The build may drop inputs the optimized graph no longer reads.
+            if names.contains(name) {
+                exec.set_input(name.as_str(), value)
+                    .map_err(|e| fail("set_input", e))?;
+            }
+        }
+        exec.run().map_err(|e| fail("run", e))?;
+        let outs = exec.outputs().map_err(|e| fail("outputs", e))?;
+        compare_all(&outs, &set.outputs)?;
+    }
+    Ok(())
+}
+
+/// One manifest line's statuses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// The status on the reference interpreter (`pass`, `unsupported(...)`,
+    /// `known-failure(...)`).
+    pub reference: String,
+    /// The status on `cpu`, or `-` when the case is not run there.
+    pub cpu: String,
+}
+
+/// The manifest text for `results`: a header, then `NAME REF | CPU` per line, sorted.
+pub fn write_manifest(results: &[(String, CaseResult)]) -> String {
     let mut out = String::from(
-        "# ONNX backend node tests (onnx 1.23.2) on kiln's reference interpreter.\n\
+        "# ONNX backend node tests (onnx 1.23.2) on kiln's reference interpreter and on cpu.\n\
          # Generated by `KILN_ONNX_WRITE_MANIFEST=1 cargo test -p kiln-testsuite --test onnx_node`;\n\
-         # do not edit. One case per line: NAME STATUS, where STATUS is pass,\n\
-         # unsupported(what) or known-failure(why).\n",
+         # do not edit. One case per line: NAME REF | CPU, where REF (the reference\n\
+         # interpreter) is pass, unsupported(what) or known-failure(why), and CPU (the graph\n\
+         # executor on Cranelift, run only for cases that pass on REF) is pass,\n\
+         # known-failure(why) or - (not run).\n",
     );
-    let mut sorted: Vec<&(String, Outcome)> = results.iter().collect();
+    let mut sorted: Vec<&(String, CaseResult)> = results.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, o) in sorted {
-        out.push_str(&format!("{name} {}\n", o.status()));
+    for (name, r) in sorted {
+        out.push_str(&format!(
+            "{name} {} | {}\n",
+            r.reference.status(),
+            r.cpu_status()
+        ));
     }
     out
 }
 
-/// Parses manifest text into `name -> status` (`pass`, or the full status text).
-pub fn parse_manifest(text: &str) -> BTreeMap<String, String> {
+/// Parses manifest text into `name -> statuses`. A line without a `|` column (the older,
+/// reference-only format) lists `cpu` as `-`.
+pub fn parse_manifest(text: &str) -> BTreeMap<String, Listed> {
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .filter_map(|l| {
-            let (name, status) = l.split_once(' ')?;
-            Some((name.to_string(), status.trim().to_string()))
+            let (name, rest) = l.split_once(' ')?;
+            let (reference, cpu) = rest.split_once('|').unwrap_or((rest, "-"));
+            Some((
+                name.to_string(),
+                Listed {
+                    reference: reference.trim().to_string(),
+                    cpu: cpu.trim().to_string(),
+                },
+            ))
         })
         .collect()
 }
@@ -237,16 +400,37 @@ mod tests {
 
     #[test]
     fn manifest_round_trips() {
+        let r = |reference, cpu| CaseResult { reference, cpu };
         let results = vec![
-            ("test_b".to_string(), Outcome::Fail("x\ny".into())),
-            ("test_a".to_string(), Outcome::Pass),
-            ("test_c".to_string(), Outcome::Unsupported("Foo".into())),
+            (
+                "test_b".to_string(),
+                r(Outcome::Fail("x\ny|z".into()), None),
+            ),
+            ("test_a".to_string(), r(Outcome::Pass, Some(Outcome::Pass))),
+            (
+                "test_c".to_string(),
+                r(Outcome::Unsupported("Foo".into()), None),
+            ),
+            (
+                "test_d".to_string(),
+                r(Outcome::Pass, Some(Outcome::Fail("off by one".into()))),
+            ),
         ];
         let text = write_manifest(&results);
         let m = parse_manifest(&text);
-        assert_eq!(m["test_a"], "pass");
-        assert_eq!(m["test_b"], "known-failure(x y)");
-        assert_eq!(m["test_c"], "unsupported(Foo)");
+        let listed = |reference: &str, cpu: &str| Listed {
+            reference: reference.into(),
+            cpu: cpu.into(),
+        };
+        assert_eq!(m["test_a"], listed("pass", "pass"));
+        assert_eq!(m["test_b"], listed("known-failure(x y/z)", "-"));
+        assert_eq!(m["test_c"], listed("unsupported(Foo)", "-"));
+        assert_eq!(m["test_d"], listed("pass", "known-failure(off by one)"));
+        // The older one-column format reads as not run on cpu.
+        assert_eq!(
+            parse_manifest("test_e pass\n")["test_e"],
+            listed("pass", "-")
+        );
     }
 
     #[test]

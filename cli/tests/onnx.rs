@@ -1,0 +1,413 @@
+//! End-to-end tests of the `kiln` binary on ONNX files: every command takes an `.onnx`
+//! MODEL (or an ONNX model under another name), `--shape NAME=DIMS` fixes dynamic input
+//! shapes, and unsupported ops, truncated files and bad `--shape` values are one-line
+//! errors (all unsupported nodes at once), never panics.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use kiln_frontend_onnx::proto::{
+    GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto,
+    ValueInfoProto, tensor_shape_proto::Dimension, tensor_shape_proto::dimension::Value,
+    type_proto,
+};
+use kiln_frontend_onnx::{tensor_to_proto, tensor_value_info};
+use kiln_ir::{DType, NDArray};
+use prost::Message;
+
+fn kiln(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .output()
+        .expect("run kiln")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs kiln, asserting success, and returns its stdout.
+fn kiln_ok(args: &[&str]) -> String {
+    let o = kiln(args);
+    assert!(
+        o.status.success(),
+        "kiln {args:?} failed: {}{}",
+        stderr(&o),
+        stdout(&o)
+    );
+    stdout(&o)
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kiln-cli-onnx-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Asserts a failed run with one `error:` line mentioning every `needle`.
+fn assert_clear_error(o: &Output, needles: &[&str]) {
+    assert!(
+        !o.status.success(),
+        "expected failure, got success: {}",
+        stdout(o)
+    );
+    let err = stderr(o);
+    assert!(!err.contains("panicked"), "panic: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "one line expected: {err}"
+    );
+    assert!(err.starts_with("error: "), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "`{n}` not in: {err}");
+    }
+}
+
+fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
+    NodeProto {
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        name: Some(name.into()),
+        op_type: Some(op.into()),
+        ..Default::default()
+    }
+}
+
+fn model(graph: GraphProto) -> Vec<u8> {
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        graph: Some(graph),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+/// A float input whose first dimension is the symbol `N`.
+fn dynamic_input(name: &str, rest: &[i64]) -> ValueInfoProto {
+    let mut dim = vec![Dimension {
+        denotation: None,
+        value: Some(Value::DimParam("N".into())),
+    }];
+    dim.extend(rest.iter().map(|&d| Dimension {
+        denotation: None,
+        value: Some(Value::DimValue(d)),
+    }));
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            denotation: None,
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(1),
+                shape: Some(TensorShapeProto { dim }),
+            })),
+        }),
+        ..Default::default()
+    }
+}
+
+fn weight() -> NDArray {
+    NDArray::random([4, 3], DType::F32, 7)
+}
+
+fn bias() -> NDArray {
+    NDArray::from_vec([3], vec![0.5f32, -0.25, 0.0]).unwrap()
+}
+
+/// y = Relu(x @ w + b), x (N, 4) with N fixed to 2 or left symbolic.
+fn mlp_onnx(dynamic: bool) -> Vec<u8> {
+    let x = if dynamic {
+        dynamic_input("x", &[4])
+    } else {
+        tensor_value_info("x", 1, &[2, 4])
+    };
+    model(GraphProto {
+        node: vec![
+            node("MatMul", "mm", &["x", "w"], &["h"]),
+            node("Add", "add", &["h", "b"], &["z"]),
+            node("Relu", "relu", &["z"], &["y"]),
+        ],
+        name: Some("mlp".into()),
+        initializer: vec![
+            tensor_to_proto("w", &weight()),
+            tensor_to_proto("b", &bias()),
+        ],
+        input: vec![x],
+        output: vec![tensor_value_info("y", 1, &[])],
+        ..Default::default()
+    })
+}
+
+/// relu(x @ w + b) computed here, for a (rows, 4) x.
+fn expected(x: &NDArray) -> Vec<f32> {
+    let (x, w, b) = (x.to_f64_vec(), weight().to_f64_vec(), bias().to_f64_vec());
+    let rows = x.len() / 4;
+    let mut y = vec![];
+    for r in 0..rows {
+        for c in 0..3 {
+            let v: f64 = (0..4).map(|k| x[r * 4 + k] * w[k * 3 + c]).sum::<f64>() + b[c];
+            y.push(v.max(0.0) as f32);
+        }
+    }
+    y
+}
+
+fn assert_close(got: &NDArray, want: &[f32]) {
+    let got = got.to_f64_vec();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - *w as f64).abs() < 1e-4, "{g} vs {w}");
+    }
+}
+
+#[test]
+fn every_command_takes_an_onnx_file() {
+    let file = tmp("mlp.onnx");
+    std::fs::write(&file, mlp_onnx(false)).unwrap();
+    let x = NDArray::random([2, 4], DType::F32, 3);
+    let xin = tmp("x.npy");
+    x.write_npy(&xin).unwrap();
+    let input = format!("x={}", s(&xin));
+
+    let graph = kiln_ok(&["inspect", s(&file), "--types"]);
+    assert!(graph.contains("def @main(%x"), "{graph}");
+    assert!(graph.contains("float32"), "{graph}");
+    let loops = kiln_ok(&["inspect", s(&file), "--emit", "loop"]);
+    assert!(!loops.trim().is_empty());
+
+    for target in ["ref", "interp", "cpu"] {
+        let out = tmp(&format!("y_{target}.npy"));
+        kiln_ok(&[
+            "run",
+            s(&file),
+            "--target",
+            target,
+            "--input",
+            &input,
+            "--output",
+            s(&out),
+        ]);
+        assert_close(&NDArray::read_npy(&out).unwrap(), &expected(&x));
+    }
+
+    let exported = tmp("mlp_cpu.kmod");
+    let text = kiln_ok(&["compile", s(&file), "--target", "cpu", "-o", s(&exported)]);
+    assert!(text.contains("kernels"), "{text}");
+    let out = tmp("y_exported.npy");
+    kiln_ok(&[
+        "run",
+        s(&exported),
+        "--target",
+        "cpu",
+        "--input",
+        &input,
+        "--output",
+        s(&out),
+    ]);
+    assert_close(&NDArray::read_npy(&out).unwrap(), &expected(&x));
+
+    let json = kiln_ok(&[
+        "bench",
+        s(&file),
+        "--target",
+        "cpu",
+        "--repeat",
+        "2",
+        "--number",
+        "1",
+        "--json",
+    ]);
+    assert!(json.contains("\"mean_ms\""), "{json}");
+    let table = kiln_ok(&["profile", s(&file), "--target", "cpu", "--number", "1"]);
+    assert!(table.contains("per-node times"), "{table}");
+}
+
+#[test]
+fn shape_fixes_dynamic_inputs() {
+    let file = tmp("mlp_dynamic.onnx");
+    std::fs::write(&file, mlp_onnx(true)).unwrap();
+    // Without --shape the symbolic dimension cannot be built.
+    assert_clear_error(
+        &kiln(&["run", s(&file), "--target", "cpu"]),
+        &["`x`", "dynamic", "--shape"],
+    );
+
+    let x = NDArray::random([5, 4], DType::F32, 4);
+    let xin = tmp("x5.npy");
+    x.write_npy(&xin).unwrap();
+    let input = format!("x={}", s(&xin));
+    let out = tmp("y5.npy");
+    for target in ["ref", "cpu"] {
+        kiln_ok(&[
+            "run",
+            s(&file),
+            "--shape",
+            "x=5,4",
+            "--target",
+            target,
+            "--input",
+            &input,
+            "--output",
+            s(&out),
+        ]);
+        let y = NDArray::read_npy(&out).unwrap();
+        assert_eq!(y.shape(), &[5, 3]);
+        assert_close(&y, &expected(&x));
+    }
+    let graph = kiln_ok(&["inspect", s(&file), "--shape", "x=3,4", "--types"]);
+    assert!(graph.contains("Tensor[(3, 3), float32]"), "{graph}");
+    let exported = tmp("mlp_dynamic.kmod");
+    kiln_ok(&[
+        "compile",
+        s(&file),
+        "--shape",
+        "x=7,4",
+        "--target",
+        "interp",
+        "-o",
+        s(&exported),
+    ]);
+    kiln_ok(&[
+        "bench",
+        s(&file),
+        "--shape",
+        "x=1,4",
+        "--target",
+        "interp",
+        "--repeat",
+        "1",
+    ]);
+    kiln_ok(&[
+        "profile",
+        s(&file),
+        "--shape",
+        "x=1,4",
+        "--target",
+        "interp",
+        "--number",
+        "1",
+    ]);
+
+    // Bad --shape values.
+    for bad in ["x=a,4", "x", "=1,2", "x=1,,4"] {
+        assert_clear_error(
+            &kiln(&["run", s(&file), "--shape", bad, "--target", "ref"]),
+            &["--shape"],
+        );
+    }
+    assert_clear_error(
+        &kiln(&[
+            "run",
+            s(&file),
+            "--shape",
+            "x=1,4",
+            "--shape",
+            "x=2,4",
+            "--target",
+            "ref",
+        ]),
+        &["more than once"],
+    );
+    assert_clear_error(
+        &kiln(&["run", "zoo:mlp", "--shape", "x=1,4", "--target", "ref"]),
+        &["--shape", "ONNX"],
+    );
+    assert_clear_error(
+        &kiln(&[
+            "run",
+            s(&exported),
+            "--shape",
+            "x=1,4",
+            "--target",
+            "interp",
+        ]),
+        &["--shape", "exported"],
+    );
+}
+
+#[test]
+fn onnx_is_detected_without_the_extension() {
+    let file = tmp("mlp_model.bin");
+    std::fs::write(&file, mlp_onnx(false)).unwrap();
+    let graph = kiln_ok(&["inspect", s(&file)]);
+    assert!(graph.contains("def @main(%x"), "{graph}");
+    let text = kiln_ok(&["run", s(&file), "--target", "cpu"]);
+    assert!(text.contains("output 0"), "{text}");
+}
+
+#[test]
+fn every_unsupported_node_is_listed_at_once() {
+    let file = tmp("unsupported.onnx");
+    let bytes = model(GraphProto {
+        node: vec![
+            node("Acos", "first_bad", &["x"], &["a"]),
+            node("Relu", "fine", &["a"], &["r"]),
+            node("FancyOp", "second_bad", &["r"], &["y"]),
+        ],
+        input: vec![tensor_value_info("x", 1, &[2, 3])],
+        output: vec![tensor_value_info("y", 1, &[2, 3])],
+        ..Default::default()
+    });
+    std::fs::write(&file, &bytes).unwrap();
+    for args in [
+        vec!["inspect", s(&file)],
+        vec!["run", s(&file), "--target", "cpu"],
+        vec!["compile", s(&file), "--target", "cpu", "-o", "/dev/null"],
+        vec!["bench", s(&file), "--target", "interp"],
+        vec!["profile", s(&file), "--target", "interp"],
+    ] {
+        assert_clear_error(
+            &kiln(&args),
+            &[
+                "unsupported ONNX op",
+                "`Acos`",
+                "first_bad",
+                "`FancyOp`",
+                "second_bad",
+                "opset 17",
+                "ai.onnx",
+            ],
+        );
+    }
+    // The same without the extension: the text parse fails, the protobuf decodes.
+    let other = tmp("unsupported.model");
+    std::fs::write(&other, &bytes).unwrap();
+    assert_clear_error(&kiln(&["inspect", s(&other)]), &["`Acos`", "`FancyOp`"]);
+}
+
+#[test]
+fn truncated_and_foreign_files_are_clear_errors() {
+    let bytes = mlp_onnx(false);
+    let cut = tmp("cut.onnx");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    for args in [
+        vec!["inspect", s(&cut)],
+        vec!["run", s(&cut), "--target", "cpu"],
+    ] {
+        assert_clear_error(&kiln(&args), &["cut.onnx", "not an ONNX model"]);
+    }
+    // Cut short under another name: neither text IR nor ONNX nor an exported module.
+    let cut_bin = tmp("cut.bin");
+    std::fs::write(&cut_bin, &bytes[..bytes.len() / 2]).unwrap();
+    assert_clear_error(&kiln(&["inspect", s(&cut_bin)]), &["cut.bin", "ONNX"]);
+    // Text that is not ONNX under the `.onnx` extension.
+    let text = tmp("text.onnx");
+    std::fs::write(&text, "this is not a model\n").unwrap();
+    assert_clear_error(&kiln(&["inspect", s(&text)]), &["text.onnx", "ONNX"]);
+    // An empty file.
+    let empty = tmp("empty.onnx");
+    std::fs::write(&empty, b"").unwrap();
+    assert_clear_error(&kiln(&["run", s(&empty), "--target", "ref"]), &["empty"]);
+}

@@ -1,0 +1,136 @@
+//! Whole ONNX models checked against ONNX Runtime: a ResNet-18 (torchvision's
+//! architecture) and a BERT-style encoder block, built with random weights by
+//! `frontend-onnx/scripts/make_ort_models.py`, which also saves ONNX Runtime's output for
+//! a fixed input. Each model runs on kiln's reference interpreter (`ref`) and on `cpu`
+//! (the graph executor over Cranelift) and must match ONNX Runtime within 1e-4 absolute.
+//!
+//! The models are generated, not checked in (ResNet-18's weights are ~45 MB): the test
+//! reads the directory named by `KILN_ORT_MODELS` (`.ci/run` generates it). Without it
+//! the test prints `SKIP` and returns, except under `CI=true`, where it must exist.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use kiln_backend_cranelift::CraneliftBackend;
+use kiln_executor::{GraphExecutor, Target, TargetKind, build_with};
+use kiln_frontend_onnx::{from_onnx, proto, tensor_from_proto};
+use kiln_ir::NDArray;
+use kiln_ir::interp::{Inputs, evaluate};
+use prost::Message;
+
+/// The largest absolute difference allowed between kiln and ONNX Runtime.
+const ATOL: f64 = 1e-4;
+
+/// The models the script writes.
+const MODELS: &[&str] = &["resnet18", "bert_encoder"];
+
+/// The directory of generated models, or `None` (after printing `SKIP`) when it is not
+/// set outside CI.
+fn models_dir() -> Option<PathBuf> {
+    let Some(dir) = std::env::var_os("KILN_ORT_MODELS") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but KILN_ORT_MODELS is not set (.ci/run generates the models)"
+        );
+        println!("SKIP onnx model tests: KILN_ORT_MODELS is not set");
+        return None;
+    };
+    let dir = PathBuf::from(dir);
+    assert!(
+        dir.is_dir(),
+        "KILN_ORT_MODELS={} is not a directory",
+        dir.display()
+    );
+    Some(dir)
+}
+
+fn read_tensor(path: &Path) -> NDArray {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let t = proto::TensorProto::decode(bytes.as_slice())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    tensor_from_proto(&t, &path.display().to_string())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The largest absolute difference between `got` and `want`, which must have the same
+/// type.
+fn max_abs_diff(got: &NDArray, want: &NDArray) -> f64 {
+    assert_eq!(got.ty(), want.ty(), "output type");
+    got.to_f64_vec()
+        .iter()
+        .zip(want.to_f64_vec())
+        .map(|(g, w)| (g - w).abs())
+        .fold(0.0, f64::max)
+}
+
+/// Runs one model on `ref` and on `cpu` and compares both with ONNX Runtime's output.
+fn check_model(dir: &Path, name: &str) {
+    let case = dir.join(name);
+    let bytes =
+        std::fs::read(case.join("model.onnx")).unwrap_or_else(|e| panic!("{name}/model.onnx: {e}"));
+    let start = Instant::now();
+    let (module, params) =
+        from_onnx(&bytes, &BTreeMap::new()).unwrap_or_else(|e| panic!("import {name}: {e}"));
+    let import_s = start.elapsed().as_secs_f64();
+    let x = read_tensor(&case.join("test_data_set_0/input_0.pb"));
+    let want = read_tensor(&case.join("test_data_set_0/output_0.pb"));
+
+    let start = Instant::now();
+    let mut inputs: Inputs = params.clone();
+    inputs.insert("input".to_string(), x.clone());
+    let outs = evaluate(&module, &inputs)
+        .unwrap_or_else(|e| panic!("{name} on ref: {e}"))
+        .flatten();
+    let ref_s = start.elapsed().as_secs_f64();
+    assert_eq!(outs.len(), 1, "{name}: one output");
+    let ref_diff = max_abs_diff(&outs[0], &want);
+
+    let start = Instant::now();
+    let compiled = build_with(
+        &module,
+        &Target::new(TargetKind::Cpu),
+        &params,
+        3,
+        Arc::new(CraneliftBackend),
+    )
+    .unwrap_or_else(|e| panic!("build {name} for cpu: {e}"));
+    let build_s = start.elapsed().as_secs_f64();
+    let mut exec = GraphExecutor::new(&compiled).unwrap_or_else(|e| panic!("{name}: {e}"));
+    exec.set_input("input", &x)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let start = Instant::now();
+    exec.run().unwrap_or_else(|e| panic!("{name} on cpu: {e}"));
+    let run_s = start.elapsed().as_secs_f64();
+    let got = exec.get_output(0).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let cpu_diff = max_abs_diff(&got, &want);
+
+    println!(
+        "{name}: max |kiln - onnxruntime| = {ref_diff:.2e} on ref, {cpu_diff:.2e} on cpu \
+         (import {import_s:.2} s, ref {ref_s:.2} s, cpu build {build_s:.2} s, cpu run \
+         {run_s:.3} s)"
+    );
+    assert!(
+        ref_diff <= ATOL,
+        "{name} on ref differs from onnxruntime by {ref_diff:e} (> {ATOL:e})"
+    );
+    assert!(
+        cpu_diff <= ATOL,
+        "{name} on cpu differs from onnxruntime by {cpu_diff:e} (> {ATOL:e})"
+    );
+}
+
+#[test]
+fn resnet18_matches_onnxruntime() {
+    if let Some(dir) = models_dir() {
+        check_model(&dir, MODELS[0]);
+    }
+}
+
+#[test]
+fn bert_encoder_matches_onnxruntime() {
+    if let Some(dir) = models_dir() {
+        check_model(&dir, MODELS[1]);
+    }
+}
