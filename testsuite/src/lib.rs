@@ -2,7 +2,9 @@
 //! ([`onnx_node`]): running ONNX's backend node test cases through the ONNX frontend on
 //! the reference interpreter and on `cpu`, and the manifest of each case's status per
 //! backend. Its tests also check whole ONNX models (ResNet-18, a BERT encoder block)
-//! against ONNX Runtime (`tests/onnx_models.rs`). Later it will hold the differential
-//! tests across backends.
+//! against ONNX Runtime (`tests/onnx_models.rs`). [`ops`] is the one op suite run on
+//! every backend (`tests/ops.rs`): lowered under both default schedules in the loop-IR
+//! interpreter, and built through the executor on `interp` and `cpu`.
 
 pub mod onnx_node;
+pub mod ops;
