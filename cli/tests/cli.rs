@@ -1,48 +1,13 @@
 //! End-to-end tests of the `kiln` binary: inspect and run on zoo models and text files,
 //! and the clear one-line errors for bad input.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
 
-fn kiln(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(args)
-        .output()
-        .expect("run kiln")
-}
+mod common;
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use common::*;
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kiln-cli-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-/// Asserts a failed run with one `error:` line mentioning every `needle`.
-fn assert_clear_error(o: &Output, needles: &[&str]) {
-    assert!(
-        !o.status.success(),
-        "expected failure, got success: {}",
-        stdout(o)
-    );
-    let err = stderr(o);
-    assert!(!err.contains("panicked"), "panic: {err}");
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "one line expected: {err}"
-    );
-    assert!(err.starts_with("error: "), "{err}");
-    for n in needles {
-        assert!(err.contains(n), "`{n}` not in: {err}");
-    }
+fn tmp(name: &str) -> std::path::PathBuf {
+    tmp_in("test", name)
 }
 
 #[test]

@@ -4,65 +4,15 @@
 //! missing arguments and unreadable files. Models stay small (zoo:mlp, text models).
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
 use kiln_ir::NDArray;
 
-fn kiln(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(args)
-        .output()
-        .expect("run kiln")
-}
+mod common;
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use common::*;
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Runs kiln, asserting success, and returns its stdout.
-fn kiln_ok(args: &[&str]) -> String {
-    let o = kiln(args);
-    assert!(
-        o.status.success(),
-        "kiln {args:?} failed: {}{}",
-        stderr(&o),
-        stdout(&o)
-    );
-    stdout(&o)
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kiln-cli-exec-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn s(p: &std::path::Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// Asserts a failed run with one `error:` line mentioning every `needle`.
-fn assert_clear_error(o: &Output, needles: &[&str]) {
-    assert!(
-        !o.status.success(),
-        "expected failure, got success: {}",
-        stdout(o)
-    );
-    let err = stderr(o);
-    assert!(!err.contains("panicked"), "panic: {err}");
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "one line expected: {err}"
-    );
-    assert!(err.starts_with("error: "), "{err}");
-    for n in needles {
-        assert!(err.contains(n), "`{n}` not in: {err}");
-    }
+fn tmp(name: &str) -> std::path::PathBuf {
+    tmp_in("exec-test", name)
 }
 
 /// Exports zoo:mlp for interp to a file named `name` and returns its path and the

@@ -3,8 +3,6 @@
 //! shapes, and unsupported ops, truncated files and bad `--shape` values are one-line
 //! errors (all unsupported nodes at once), never panics.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use kiln_frontend_onnx::proto::{
     GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto,
@@ -15,61 +13,12 @@ use kiln_frontend_onnx::{tensor_to_proto, tensor_value_info};
 use kiln_ir::{DType, NDArray};
 use prost::Message;
 
-fn kiln(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(args)
-        .output()
-        .expect("run kiln")
-}
+mod common;
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use common::*;
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Runs kiln, asserting success, and returns its stdout.
-fn kiln_ok(args: &[&str]) -> String {
-    let o = kiln(args);
-    assert!(
-        o.status.success(),
-        "kiln {args:?} failed: {}{}",
-        stderr(&o),
-        stdout(&o)
-    );
-    stdout(&o)
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kiln-cli-onnx-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// Asserts a failed run with one `error:` line mentioning every `needle`.
-fn assert_clear_error(o: &Output, needles: &[&str]) {
-    assert!(
-        !o.status.success(),
-        "expected failure, got success: {}",
-        stdout(o)
-    );
-    let err = stderr(o);
-    assert!(!err.contains("panicked"), "panic: {err}");
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "one line expected: {err}"
-    );
-    assert!(err.starts_with("error: "), "{err}");
-    for n in needles {
-        assert!(err.contains(n), "`{n}` not in: {err}");
-    }
+fn tmp(name: &str) -> std::path::PathBuf {
+    tmp_in("onnx-test", name)
 }
 
 fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
