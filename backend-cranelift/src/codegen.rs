@@ -49,6 +49,7 @@ use kiln_te::tir::{self, BinOp, BufferId, Expr, ForKind, Intrinsic, PrimFunc, Sc
 
 use crate::promote;
 use crate::runtime::{self, Host, HostTy, status};
+use crate::simd::{self, LANES};
 
 type Result<T> = std::result::Result<T, Error>;
 
@@ -304,13 +305,27 @@ struct Cx<'a, 'm> {
     /// iteration, lets of constants).
     consts: Vec<Option<i64>>,
     /// The variables holding each element of a buffer promoted to registers.
-    promoted: Vec<Option<Vec<Variable>>>,
+    /// (`Lanes`: f32x4 variables of four consecutive elements each.)
+    promoted: Vec<Option<Regs>>,
     /// Loops that must be unrolled (their variables index a promoted buffer).
     unroll: BTreeSet<VarId>,
     /// While translating a side of a branch-free `select`: the (i8) condition under
     /// which that side's value is used; loads outside it read the buffer's first
     /// element instead, so they never fault.
     guard: Option<Value>,
+}
+
+/// The variables of a promoted buffer.
+#[derive(Clone)]
+enum Regs {
+    Scalar(Vec<Variable>),
+    Lanes(Vec<Variable>),
+}
+
+/// Where one element of a promoted buffer lives.
+enum Slot {
+    Scalar(Variable),
+    Lane(Variable, u8),
 }
 
 /// The Cranelift type holding a value of `d` in registers (float16 is computed in f32,
@@ -495,6 +510,11 @@ impl Cx<'_, '_> {
                     || (*kind != ForKind::Parallel
                         && *extent <= AUTO_UNROLL_EXTENT
                         && unrolled_stores(body).is_some_and(|n| n * extent <= AUTO_UNROLL_STORES));
+                if *kind == ForKind::Vectorized && extent % LANES == 0 {
+                    if let Some(guards) = simd::plan(self.env.func, body, *var) {
+                        return self.vector_loop(*var, d, *min, *extent, unroll, body, &guards);
+                    }
+                }
                 match kind {
                     ForKind::Parallel if self.outline && *extent > 1 => {
                         self.parallel(*var, *min, *extent, body)
@@ -531,7 +551,7 @@ impl Cx<'_, '_> {
                     )));
                 }
                 if let Some(r) = self.promoted_elem(*buffer, indices)? {
-                    self.b.def_var(r, v);
+                    self.write_slot(r, v);
                     return Ok(());
                 }
                 let addr = self.address(*buffer, indices)?;
@@ -577,6 +597,202 @@ impl Cx<'_, '_> {
             }
             Stmt::Barrier => Err(self.unsupported("a barrier (GPU block synchronization)")),
         }
+    }
+
+    // ---- f32x4 loops (module `simd`) ----
+
+    /// A `vectorized` loop that `simd::plan` accepted, [`LANES`] iterations at a time.
+    #[allow(clippy::too_many_arguments)]
+    fn vector_loop(
+        &mut self,
+        var: VarId,
+        d: DType,
+        min: i64,
+        extent: i64,
+        unroll: bool,
+        body: &Stmt,
+        guards: &[&Expr],
+    ) -> Result<()> {
+        if unroll {
+            for g in 0..extent / LANES {
+                let base = min + g * LANES;
+                let bv = self.iconst(types::I64, base);
+                self.vector_group(var, d, bv, Some(base), body, guards)?;
+            }
+        } else {
+            let lo = self.iconst(types::I64, min);
+            let hi = self.iconst(types::I64, min + extent);
+            let header = self.b.create_block();
+            let body_b = self.b.create_block();
+            let exit = self.b.create_block();
+            let iv = self.b.append_block_param(header, types::I64);
+            self.b.ins().jump(header, &[BlockArg::Value(lo)]);
+            self.b.switch_to_block(header);
+            let more = self.b.ins().icmp(IntCC::SignedLessThan, iv, hi);
+            self.b.ins().brif(more, body_b, &[], exit, &[]);
+            self.b.switch_to_block(body_b);
+            self.vector_group(var, d, iv, None, body, guards)?;
+            let next = self.b.ins().iadd_imm_s(iv, LANES);
+            self.b.ins().jump(header, &[BlockArg::Value(next)]);
+            self.b.switch_to_block(exit);
+        }
+        self.vars[var.index()] = None;
+        self.consts[var.index()] = None;
+        Ok(())
+    }
+
+    /// Binds `var` to lane `i` of the group starting at `base`.
+    fn set_lane(&mut self, var: VarId, d: DType, base: Value, cbase: Option<i64>, i: i64) {
+        let v = if i == 0 {
+            base
+        } else {
+            self.b.ins().iadd_imm_s(base, i)
+        };
+        let v = match cl_ty(d) {
+            types::I64 => v,
+            t => self.b.ins().ireduce(t, v),
+        };
+        self.vars[var.index()] = Some((v, d));
+        self.consts[var.index()] = cbase.map(|c| c + i);
+    }
+
+    /// One group of [`LANES`] iterations: vector code when every guard holds for the
+    /// first and last lane, scalar code otherwise.
+    fn vector_group(
+        &mut self,
+        var: VarId,
+        d: DType,
+        base: Value,
+        cbase: Option<i64>,
+        body: &Stmt,
+        guards: &[&Expr],
+    ) -> Result<()> {
+        self.set_lane(var, d, base, cbase, 0);
+        let mut aligned = true;
+        body.visit(&mut |s| {
+            let mut check = |buffer: BufferId, indices: &[Expr]| {
+                if self.promoted[buffer.index()].is_some()
+                    && indices.iter().any(|i| simd::mentions(i, var))
+                {
+                    aligned &= matches!(self.promoted_group(buffer, indices), Some(Some(_)));
+                }
+            };
+            if let Stmt::Store {
+                buffer,
+                indices,
+                value,
+            } = s
+            {
+                check(*buffer, indices);
+                value.visit(&mut |x| {
+                    if let Expr::Load { buffer, indices } = x {
+                        check(*buffer, indices);
+                    }
+                });
+            }
+        });
+        if !aligned {
+            return self.scalar_lanes(var, d, base, cbase, body);
+        }
+        let merge = self.b.create_block();
+        if !guards.is_empty() {
+            let mut ok: Option<Value> = None;
+            for lane in [0, LANES - 1] {
+                self.set_lane(var, d, base, cbase, lane);
+                for g in guards {
+                    let (c, _) = self.expr(g)?;
+                    ok = Some(match ok {
+                        Some(o) => self.b.ins().band(o, c),
+                        None => c,
+                    });
+                }
+            }
+            let vb = self.b.create_block();
+            let sb = self.b.create_block();
+            self.b
+                .ins()
+                .brif(ok.expect("guards checked"), vb, &[], sb, &[]);
+            self.b.switch_to_block(sb);
+            self.scalar_lanes(var, d, base, cbase, body)?;
+            self.b.ins().jump(merge, &[]);
+            self.b.switch_to_block(vb);
+            self.set_lane(var, d, base, cbase, 0);
+        }
+        self.vector_body(var, body)?;
+        self.b.ins().jump(merge, &[]);
+        self.b.switch_to_block(merge);
+        Ok(())
+    }
+
+    fn scalar_lanes(
+        &mut self,
+        var: VarId,
+        d: DType,
+        base: Value,
+        cbase: Option<i64>,
+        body: &Stmt,
+    ) -> Result<()> {
+        for i in 0..LANES {
+            self.set_lane(var, d, base, cbase, i);
+            self.stmt(body)?;
+        }
+        Ok(())
+    }
+
+    fn vector_body(&mut self, var: VarId, s: &Stmt) -> Result<()> {
+        match s {
+            Stmt::Seq(v) => v.iter().try_for_each(|c| self.vector_body(var, c)),
+            Stmt::Store {
+                buffer,
+                indices,
+                value,
+            } => {
+                let x = self.vexpr(var, value)?;
+                if let Some(g) = self.promoted_group(*buffer, indices) {
+                    let r = g.ok_or_else(|| Error::Internal("unaligned vector group".into()))?;
+                    self.b.def_var(r, x);
+                    return Ok(());
+                }
+                let addr = self.address(*buffer, indices)?;
+                self.b
+                    .ins()
+                    .store(MemFlagsData::new().with_notrap(), x, addr, 0);
+                Ok(())
+            }
+            _ => Err(Error::Internal("non-store in a vector body".into())),
+        }
+    }
+
+    /// The f32x4 value of `e` over the current group (lane 0 bound to `var`).
+    fn vexpr(&mut self, var: VarId, e: &Expr) -> Result<Value> {
+        Ok(match e {
+            Expr::Load { buffer, indices } if indices.iter().any(|i| simd::mentions(i, var)) => {
+                if let Some(g) = self.promoted_group(*buffer, indices) {
+                    let r = g.ok_or_else(|| Error::Internal("unaligned vector group".into()))?;
+                    return Ok(self.b.use_var(r));
+                }
+                let addr = self.address(*buffer, indices)?;
+                self.b
+                    .ins()
+                    .load(types::F32X4, MemFlagsData::new().with_notrap(), addr, 0)
+            }
+            Expr::Binary { op, lhs, rhs } => {
+                let a = self.vexpr(var, lhs)?;
+                let b = self.vexpr(var, rhs)?;
+                match op {
+                    BinOp::Add => self.b.ins().fadd(a, b),
+                    BinOp::Sub => self.b.ins().fsub(a, b),
+                    BinOp::Mul => self.b.ins().fmul(a, b),
+                    BinOp::Div => self.b.ins().fdiv(a, b),
+                    _ => return Err(Error::Internal(format!("{op:?} in a vector body"))),
+                }
+            }
+            Expr::Select { then, .. } => self.vexpr(var, then)?,
+            _ => {
+                let (x, _) = self.expr(e)?;
+                self.b.ins().splat(types::F32X4, x)
+            }
+        })
     }
 
     fn buffer(&self, id: BufferId) -> Result<&tir::Buffer> {
@@ -692,15 +908,31 @@ impl Cx<'_, '_> {
         let plan = promote::plan(self.env.func, buffer, body, &self.consts, self.outline);
         if let Some(unroll) = plan {
             let (n, d) = (b.numel().unwrap_or(0), b.dtype);
-            let ty = cl_ty(d);
-            let zero = self.constant(0.0, 0, d);
-            let regs: Vec<Variable> = (0..n)
+            let lanes = d == DType::F32
+                && n % LANES as usize == 0
+                && b.shape.last().is_some_and(|&l| l % LANES as usize == 0)
+                && simd::vector_accessed(self.env.func, body, buffer);
+            let (ty, count) = if lanes {
+                (types::F32X4, n / LANES as usize)
+            } else {
+                (cl_ty(d), n)
+            };
+            let mut zero = self.constant(0.0, 0, d);
+            if lanes {
+                zero = self.b.ins().splat(types::F32X4, zero);
+            }
+            let vars: Vec<Variable> = (0..count)
                 .map(|_| {
                     let r = self.b.declare_var(ty);
                     self.b.def_var(r, zero);
                     r
                 })
                 .collect();
+            let regs = if lanes {
+                Regs::Lanes(vars)
+            } else {
+                Regs::Scalar(vars)
+            };
             let added: Vec<VarId> = unroll
                 .into_iter()
                 .filter(|v| self.unroll.insert(*v))
@@ -808,7 +1040,7 @@ impl Cx<'_, '_> {
     }
 
     /// The variable holding `buffer[indices]` if the buffer is promoted to registers.
-    fn promoted_elem(&mut self, buffer: BufferId, indices: &[Expr]) -> Result<Option<Variable>> {
+    fn promoted_elem(&mut self, buffer: BufferId, indices: &[Expr]) -> Result<Option<Slot>> {
         let Some(regs) = &self.promoted[buffer.index()] else {
             return Ok(None);
         };
@@ -825,7 +1057,61 @@ impl Cx<'_, '_> {
                 })?;
             flat = flat * ext as i64 + i;
         }
-        Ok(regs.get(flat as usize).copied())
+        let k = flat as usize;
+        Ok(match regs {
+            Regs::Scalar(v) => v.get(k).map(|&r| Slot::Scalar(r)),
+            Regs::Lanes(v) => v
+                .get(k / LANES as usize)
+                .map(|&r| Slot::Lane(r, (k % LANES as usize) as u8)),
+        })
+    }
+
+    fn read_slot(&mut self, s: Slot) -> Value {
+        match s {
+            Slot::Scalar(r) => self.b.use_var(r),
+            Slot::Lane(r, l) => {
+                let v = self.b.use_var(r);
+                self.b.ins().extractlane(v, l)
+            }
+        }
+    }
+
+    fn write_slot(&mut self, s: Slot, x: Value) {
+        match s {
+            Slot::Scalar(r) => self.b.def_var(r, x),
+            Slot::Lane(r, l) => {
+                let v = self.b.use_var(r);
+                let v = self.b.ins().insertlane(v, x, l);
+                self.b.def_var(r, v);
+            }
+        }
+    }
+
+    /// The f32x4 variable holding lanes `v = lane0 .. lane0 + 3` of a promoted access
+    /// (unit-stride in `v`), if the buffer is held as vectors and the group is aligned.
+    fn promoted_group(&self, buffer: BufferId, indices: &[Expr]) -> Option<Option<Variable>> {
+        let regs = self.promoted[buffer.index()].as_ref()?;
+        let Regs::Lanes(v) = regs else {
+            return Some(None);
+        };
+        let b = self.env.func.buffer(buffer)?;
+        let mut flat = 0i64;
+        for (ix, &ext) in indices.iter().zip(&b.shape) {
+            let i = promote::const_eval(ix, &self.consts).filter(|&i| i >= 0 && i < ext as i64);
+            let Some(i) = i else {
+                return Some(None);
+            };
+            flat = flat * ext as i64 + i;
+        }
+        if flat % LANES != 0
+            || indices
+                .last()
+                .and_then(|l| promote::const_eval(l, &self.consts))
+                .is_none_or(|l| l % LANES != 0 || l + LANES > *b.shape.last().unwrap_or(&0) as i64)
+        {
+            return Some(None);
+        }
+        Some(v.get((flat / LANES) as usize).copied())
     }
 
     fn to_i64(&mut self, v: Value, d: DType) -> Value {
@@ -858,7 +1144,7 @@ impl Cx<'_, '_> {
             Expr::Load { buffer, indices } => {
                 let d = self.buffer(*buffer)?.dtype;
                 if let Some(r) = self.promoted_elem(*buffer, indices)? {
-                    return Ok((self.b.use_var(r), d));
+                    return Ok((self.read_slot(r), d));
                 }
                 let addr = self.address(*buffer, indices)?;
                 let v = if d == DType::F16 {

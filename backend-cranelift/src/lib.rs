@@ -31,6 +31,7 @@ pub mod codegen;
 mod pool;
 mod promote;
 mod runtime;
+mod simd;
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::any::Any;

@@ -315,3 +315,46 @@ fn unsupported_constructs_are_errors() {
         .to_string();
     assert!(err.contains("cpu") || err.contains("interp"), "{err}");
 }
+
+/// `out[i, l] = (a[i, l] + b[i, l]) * c[i] - select(0 <= l + s < n, a[i, l + s], 0)`
+/// over a `vectorized` loop of extent `n`: unit-stride, invariant and guarded loads.
+fn vector_kernel(n: usize, s: i32) -> PrimFunc {
+    let mut b = PrimFuncBuilder::new("vec");
+    let a = b.input("a", [3, n], DType::F32);
+    let bb = b.input("b", [3, n], DType::F32);
+    let c = b.input("c", [3], DType::F32);
+    let out = b.output("out", [3, n], DType::F32);
+    let i = b.loop_var("i");
+    let l = b.loop_var("l");
+    let shifted = Expr::from(l) + s;
+    let inside = shifted.clone().ge(0).and(shifted.clone().lt(n as i32));
+    let value = (Expr::load(a, [i.into(), l.into()]) + Expr::load(bb, [i.into(), l.into()]))
+        * Expr::load(c, [i.into()])
+        - Expr::select(inside, Expr::load(a, [i.into(), shifted]), 0.0f32);
+    b.finish(Stmt::serial(
+        i,
+        0,
+        3,
+        Stmt::for_(
+            l,
+            0,
+            n as i64,
+            ForKind::Vectorized,
+            Stmt::store(out, [i.into(), l.into()], value),
+        ),
+    ))
+}
+
+#[test]
+fn vectorized_loops_match_bit_for_bit() {
+    for n in [8usize, 12] {
+        for s in [0, 3, -5] {
+            let ins = [
+                NDArray::random_uniform(vec![3, n], DType::F32, 1, -1.0, 1.0),
+                NDArray::random_uniform(vec![3, n], DType::F32, 2, -1.0, 1.0),
+                NDArray::random_uniform(vec![3], DType::F32, 3, -1.0, 1.0),
+            ];
+            same_as_interp(&vector_kernel(n, s), &ins);
+        }
+    }
+}
