@@ -144,6 +144,9 @@ pub(crate) fn compile(kernels: &[PrimFunc]) -> Result<Compiled> {
         let id = module
             .declare_function(&format!("kiln_k{i}"), Linkage::Local, &kernel_sig)
             .map_err(internal)?;
+        if std::env::var("KILN_DUMP_CLIF").is_ok_and(|n| n == "list") {
+            eprintln!("kiln_k{i} = @{}", k.name);
+        }
         let mut pending: Vec<Outlined> = vec![];
         let env = Env {
             func: k,
@@ -190,6 +193,9 @@ fn define(module: &mut JITModule, id: FuncId, ctx: &mut Context, k: &PrimFunc) -
     module.define_function(id, ctx).map_err(|e| {
         Error::Internal(format!("cranelift rejected the code of @{}: {e:?}", k.name))
     })?;
+    if std::env::var("KILN_DUMP_CLIF").is_ok_and(|n| n == k.name) {
+        eprintln!("{}", ctx.func.display());
+    }
     module.clear_context(ctx);
     Ok(())
 }
@@ -510,10 +516,20 @@ impl Cx<'_, '_> {
                     || (*kind != ForKind::Parallel
                         && *extent <= AUTO_UNROLL_EXTENT
                         && unrolled_stores(body).is_some_and(|n| n * extent <= AUTO_UNROLL_STORES));
-                if *kind == ForKind::Vectorized && extent % LANES == 0 {
-                    if let Some(guards) = simd::plan(self.env.func, body, *var) {
+                if *kind == ForKind::Vectorized {
+                    let plan = (extent % LANES == 0)
+                        .then(|| simd::plan(self.env.func, body, *var))
+                        .flatten();
+                    simd::note_loop(&self.env.func.name, *extent, plan.is_some());
+                    if let Some(guards) = plan {
                         return self.vector_loop(*var, d, *min, *extent, unroll, body, &guards);
                     }
+                }
+                if unroll
+                    && *kind != ForKind::Parallel
+                    && self.interchange(*var, d, *min, *extent, body)?
+                {
+                    return Ok(());
                 }
                 match kind {
                     ForKind::Parallel if self.outline && *extent > 1 => {
@@ -641,6 +657,139 @@ impl Cx<'_, '_> {
         Ok(())
     }
 
+    /// An unrolled loop `jvar` whose body is a guarded `vectorized` loop over promoted
+    /// accumulators (a register-tiled conv2d's `j.inner` around `l.inner`): runs group by
+    /// group, every `jvar` iteration of a group under one guard check, so the branch and
+    /// the guard and data-address arithmetic are shared. Returns `false`, emitting
+    /// nothing, when the loop does not have that form.
+    fn interchange(
+        &mut self,
+        jvar: VarId,
+        jd: DType,
+        jmin: i64,
+        jext: i64,
+        body: &Stmt,
+    ) -> Result<bool> {
+        let Stmt::For {
+            var,
+            min,
+            extent,
+            kind: ForKind::Vectorized,
+            body: inner,
+        } = body
+        else {
+            return Ok(false);
+        };
+        let (var, min, extent) = (*var, *min, *extent);
+        if extent <= 0 || extent % LANES != 0 || jext < 1 {
+            return Ok(false);
+        }
+        if !(self.unroll.contains(&var) || extent <= AUTO_UNROLL_EXTENT) {
+            return Ok(false);
+        }
+        let Some(guards) = simd::plan(self.env.func, inner, var) else {
+            return Ok(false);
+        };
+        if guards.is_empty() {
+            return Ok(false);
+        }
+        // Every store must go to a distinct f32x4 accumulator for every (jvar, group),
+        // and the body must load no other buffer it stores.
+        let mut stores = vec![];
+        inner.visit(&mut |s| {
+            if let Stmt::Store {
+                buffer, indices, ..
+            } = s
+            {
+                stores.push((*buffer, indices.clone()));
+            }
+        });
+        let mut ok = true;
+        inner.visit(&mut |s| {
+            if let Stmt::Store { value, .. } = s {
+                value.visit(&mut |x| {
+                    if let Expr::Load { buffer, indices } = x {
+                        ok &= stores.iter().all(|(b, ix)| b != buffer || ix == indices);
+                    }
+                });
+            }
+        });
+        if !ok {
+            return Ok(false);
+        }
+        let mut seen = BTreeSet::new();
+        for j in 0..jext {
+            self.consts[jvar.index()] = Some(jmin + j);
+            for g in 0..extent / LANES {
+                self.consts[var.index()] = Some(min + g * LANES);
+                for (b, ix) in &stores {
+                    match self.promoted_group(*b, ix) {
+                        Some(Some(r)) if seen.insert(r.as_u32()) => {}
+                        _ => ok = false,
+                    }
+                }
+            }
+        }
+        self.consts[jvar.index()] = None;
+        self.consts[var.index()] = None;
+        if !ok {
+            return Ok(false);
+        }
+        let vd = self.var_dtype(var)?;
+        simd::note_loop(&self.env.func.name, extent, true);
+        for g in 0..extent / LANES {
+            let base = min + g * LANES;
+            let bv = self.iconst(types::I64, base);
+            let mut ok: Option<Value> = None;
+            for j in 0..jext {
+                self.bind_const(jvar, jd, jmin + j);
+                for lane in [0, LANES - 1] {
+                    self.set_lane(var, vd, bv, Some(base), lane);
+                    for c in &guards {
+                        let (c, _) = self.expr(c)?;
+                        ok = Some(match ok {
+                            Some(o) => self.b.ins().band(o, c),
+                            None => c,
+                        });
+                    }
+                }
+            }
+            simd::stats::SHARED_GUARD_GROUPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let merge = self.b.create_block();
+            let vb = self.b.create_block();
+            let sb = self.b.create_block();
+            self.b
+                .ins()
+                .brif(ok.expect("guards checked"), vb, &[], sb, &[]);
+            self.b.switch_to_block(sb);
+            for j in 0..jext {
+                self.bind_const(jvar, jd, jmin + j);
+                self.scalar_lanes(var, vd, bv, Some(base), inner)?;
+            }
+            self.b.ins().jump(merge, &[]);
+            self.b.switch_to_block(vb);
+            for j in 0..jext {
+                self.bind_const(jvar, jd, jmin + j);
+                simd::note_group(true);
+                self.set_lane(var, vd, bv, Some(base), 0);
+                self.vector_body(var, inner)?;
+            }
+            self.b.ins().jump(merge, &[]);
+            self.b.switch_to_block(merge);
+        }
+        for v in [jvar, var] {
+            self.vars[v.index()] = None;
+            self.consts[v.index()] = None;
+        }
+        Ok(true)
+    }
+
+    fn bind_const(&mut self, v: VarId, d: DType, c: i64) {
+        let x = self.iconst(cl_ty(d), c);
+        self.vars[v.index()] = Some((x, d));
+        self.consts[v.index()] = Some(c);
+    }
+
     /// Binds `var` to lane `i` of the group starting at `base`.
     fn set_lane(&mut self, var: VarId, d: DType, base: Value, cbase: Option<i64>, i: i64) {
         let v = if i == 0 {
@@ -691,6 +840,7 @@ impl Cx<'_, '_> {
                 });
             }
         });
+        simd::note_group(aligned);
         if !aligned {
             return self.scalar_lanes(var, d, base, cbase, body);
         }

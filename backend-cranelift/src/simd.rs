@@ -14,6 +14,69 @@
 use kiln_ir::DType;
 use kiln_te::tir::{BinOp, BufferId, Expr, PrimFunc, Stmt, VarId};
 
+/// Counters of what code generation did with `vectorized` loops (process-wide, for
+/// tests and diagnostics; `KILN_SIMD_LOG=1` also logs each vectorized loop to stderr).
+pub mod stats {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// `vectorized` loops compiled as f32x4 code.
+    pub static VECTOR_LOOPS: AtomicU64 = AtomicU64::new(0);
+    /// `vectorized` loops left scalar (rejected by [`super::plan`]).
+    pub static SCALAR_LOOPS: AtomicU64 = AtomicU64::new(0);
+    /// Groups of lanes emitted as vector code.
+    pub static VECTOR_GROUPS: AtomicU64 = AtomicU64::new(0);
+    /// Groups of lanes emitted as scalar code because of an unaligned promoted access.
+    pub static SCALAR_GROUPS: AtomicU64 = AtomicU64::new(0);
+
+    /// Groups of lanes of a guarded `vectorized` loop run for every iteration of the
+    /// unrolled loop around it under one guard check (a register-tiled conv2d's hot loop).
+    pub static SHARED_GUARD_GROUPS: AtomicU64 = AtomicU64::new(0);
+
+    /// The five counters, in declaration order.
+    pub fn snapshot() -> [u64; 5] {
+        [
+            &VECTOR_LOOPS,
+            &SCALAR_LOOPS,
+            &VECTOR_GROUPS,
+            &SCALAR_GROUPS,
+            &SHARED_GUARD_GROUPS,
+        ]
+        .map(|c| c.load(Ordering::Relaxed))
+    }
+}
+
+fn log_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("KILN_SIMD_LOG").is_some_and(|v| v != "0"))
+}
+
+/// Records a `vectorized` loop of `func` and whether it runs as vector code.
+pub fn note_loop(func: &str, extent: i64, vector: bool) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if vector {
+        stats::VECTOR_LOOPS.fetch_add(1, Relaxed);
+    } else {
+        stats::SCALAR_LOOPS.fetch_add(1, Relaxed);
+    }
+    if log_enabled() {
+        let how = if vector { "f32x4" } else { "scalar" };
+        eprintln!("kiln simd: @{func}: vectorized loop of {extent} -> {how}");
+    }
+}
+
+/// Records one group of lanes and whether it was emitted as vector code.
+pub fn note_group(vector: bool) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if vector {
+        stats::VECTOR_GROUPS.fetch_add(1, Relaxed);
+    } else {
+        stats::SCALAR_GROUPS.fetch_add(1, Relaxed);
+        if log_enabled() {
+            eprintln!("kiln simd: group emitted as scalar lanes (unaligned promoted access)");
+        }
+    }
+}
+
 /// Lanes of a vector (Cranelift on x86-64 lowers 128-bit vectors only).
 pub const LANES: i64 = 4;
 
