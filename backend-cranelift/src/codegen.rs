@@ -49,6 +49,7 @@ use kiln_te::tir::{self, BinOp, BufferId, Expr, ForKind, Intrinsic, PrimFunc, Sc
 
 use crate::promote;
 use crate::runtime::{self, Host, HostTy, status};
+use crate::simd::{self, LANES};
 
 type Result<T> = std::result::Result<T, Error>;
 
@@ -143,6 +144,9 @@ pub(crate) fn compile(kernels: &[PrimFunc]) -> Result<Compiled> {
         let id = module
             .declare_function(&format!("kiln_k{i}"), Linkage::Local, &kernel_sig)
             .map_err(internal)?;
+        if std::env::var("KILN_DUMP_CLIF").is_ok_and(|n| n == "list") {
+            eprintln!("kiln_k{i} = @{}", k.name);
+        }
         let mut pending: Vec<Outlined> = vec![];
         let env = Env {
             func: k,
@@ -189,6 +193,9 @@ fn define(module: &mut JITModule, id: FuncId, ctx: &mut Context, k: &PrimFunc) -
     module.define_function(id, ctx).map_err(|e| {
         Error::Internal(format!("cranelift rejected the code of @{}: {e:?}", k.name))
     })?;
+    if std::env::var("KILN_DUMP_CLIF").is_ok_and(|n| n == k.name) {
+        eprintln!("{}", ctx.func.display());
+    }
     module.clear_context(ctx);
     Ok(())
 }
@@ -304,13 +311,27 @@ struct Cx<'a, 'm> {
     /// iteration, lets of constants).
     consts: Vec<Option<i64>>,
     /// The variables holding each element of a buffer promoted to registers.
-    promoted: Vec<Option<Vec<Variable>>>,
+    /// (`Lanes`: f32x4 variables of four consecutive elements each.)
+    promoted: Vec<Option<Regs>>,
     /// Loops that must be unrolled (their variables index a promoted buffer).
     unroll: BTreeSet<VarId>,
     /// While translating a side of a branch-free `select`: the (i8) condition under
     /// which that side's value is used; loads outside it read the buffer's first
     /// element instead, so they never fault.
     guard: Option<Value>,
+}
+
+/// The variables of a promoted buffer.
+#[derive(Clone)]
+enum Regs {
+    Scalar(Vec<Variable>),
+    Lanes(Vec<Variable>),
+}
+
+/// Where one element of a promoted buffer lives.
+enum Slot {
+    Scalar(Variable),
+    Lane(Variable, u8),
 }
 
 /// The Cranelift type holding a value of `d` in registers (float16 is computed in f32,
@@ -495,6 +516,21 @@ impl Cx<'_, '_> {
                     || (*kind != ForKind::Parallel
                         && *extent <= AUTO_UNROLL_EXTENT
                         && unrolled_stores(body).is_some_and(|n| n * extent <= AUTO_UNROLL_STORES));
+                if *kind == ForKind::Vectorized {
+                    let plan = (extent % LANES == 0)
+                        .then(|| simd::plan(self.env.func, body, *var))
+                        .flatten();
+                    simd::note_loop(&self.env.func.name, *extent, plan.is_some());
+                    if let Some(guards) = plan {
+                        return self.vector_loop(*var, d, *min, *extent, unroll, body, &guards);
+                    }
+                }
+                if unroll
+                    && *kind != ForKind::Parallel
+                    && self.interchange(*var, d, *min, *extent, body)?
+                {
+                    return Ok(());
+                }
                 match kind {
                     ForKind::Parallel if self.outline && *extent > 1 => {
                         self.parallel(*var, *min, *extent, body)
@@ -531,7 +567,7 @@ impl Cx<'_, '_> {
                     )));
                 }
                 if let Some(r) = self.promoted_elem(*buffer, indices)? {
-                    self.b.def_var(r, v);
+                    self.write_slot(r, v);
                     return Ok(());
                 }
                 let addr = self.address(*buffer, indices)?;
@@ -577,6 +613,336 @@ impl Cx<'_, '_> {
             }
             Stmt::Barrier => Err(self.unsupported("a barrier (GPU block synchronization)")),
         }
+    }
+
+    // ---- f32x4 loops (module `simd`) ----
+
+    /// A `vectorized` loop that `simd::plan` accepted, [`LANES`] iterations at a time.
+    #[allow(clippy::too_many_arguments)]
+    fn vector_loop(
+        &mut self,
+        var: VarId,
+        d: DType,
+        min: i64,
+        extent: i64,
+        unroll: bool,
+        body: &Stmt,
+        guards: &[&Expr],
+    ) -> Result<()> {
+        if unroll {
+            for g in 0..extent / LANES {
+                let base = min + g * LANES;
+                let bv = self.iconst(types::I64, base);
+                self.vector_group(var, d, bv, Some(base), body, guards)?;
+            }
+        } else {
+            let lo = self.iconst(types::I64, min);
+            let hi = self.iconst(types::I64, min + extent);
+            let header = self.b.create_block();
+            let body_b = self.b.create_block();
+            let exit = self.b.create_block();
+            let iv = self.b.append_block_param(header, types::I64);
+            self.b.ins().jump(header, &[BlockArg::Value(lo)]);
+            self.b.switch_to_block(header);
+            let more = self.b.ins().icmp(IntCC::SignedLessThan, iv, hi);
+            self.b.ins().brif(more, body_b, &[], exit, &[]);
+            self.b.switch_to_block(body_b);
+            self.vector_group(var, d, iv, None, body, guards)?;
+            let next = self.b.ins().iadd_imm_s(iv, LANES);
+            self.b.ins().jump(header, &[BlockArg::Value(next)]);
+            self.b.switch_to_block(exit);
+        }
+        self.vars[var.index()] = None;
+        self.consts[var.index()] = None;
+        Ok(())
+    }
+
+    /// An unrolled loop `jvar` whose body is a guarded `vectorized` loop over promoted
+    /// accumulators (a register-tiled conv2d's `j.inner` around `l.inner`): runs group by
+    /// group, every `jvar` iteration of a group under one guard check, so the branch and
+    /// the guard and data-address arithmetic are shared. Returns `false`, emitting
+    /// nothing, when the loop does not have that form.
+    fn interchange(
+        &mut self,
+        jvar: VarId,
+        jd: DType,
+        jmin: i64,
+        jext: i64,
+        body: &Stmt,
+    ) -> Result<bool> {
+        let Stmt::For {
+            var,
+            min,
+            extent,
+            kind: ForKind::Vectorized,
+            body: inner,
+        } = body
+        else {
+            return Ok(false);
+        };
+        let (var, min, extent) = (*var, *min, *extent);
+        if extent <= 0 || extent % LANES != 0 || jext < 1 {
+            return Ok(false);
+        }
+        if !(self.unroll.contains(&var) || extent <= AUTO_UNROLL_EXTENT) {
+            return Ok(false);
+        }
+        let Some(guards) = simd::plan(self.env.func, inner, var) else {
+            return Ok(false);
+        };
+        if guards.is_empty() {
+            return Ok(false);
+        }
+        // Every store must go to a distinct f32x4 accumulator for every (jvar, group),
+        // and the body must load no other buffer it stores.
+        let mut stores = vec![];
+        inner.visit(&mut |s| {
+            if let Stmt::Store {
+                buffer, indices, ..
+            } = s
+            {
+                stores.push((*buffer, indices.clone()));
+            }
+        });
+        let mut ok = true;
+        inner.visit(&mut |s| {
+            if let Stmt::Store { value, .. } = s {
+                value.visit(&mut |x| {
+                    if let Expr::Load { buffer, indices } = x {
+                        ok &= stores.iter().all(|(b, ix)| b != buffer || ix == indices);
+                    }
+                });
+            }
+        });
+        if !ok {
+            return Ok(false);
+        }
+        let mut seen = BTreeSet::new();
+        for j in 0..jext {
+            self.consts[jvar.index()] = Some(jmin + j);
+            for g in 0..extent / LANES {
+                self.consts[var.index()] = Some(min + g * LANES);
+                for (b, ix) in &stores {
+                    match self.promoted_group(*b, ix) {
+                        Some(Some(r)) if seen.insert(r.as_u32()) => {}
+                        _ => ok = false,
+                    }
+                }
+            }
+        }
+        self.consts[jvar.index()] = None;
+        self.consts[var.index()] = None;
+        if !ok {
+            return Ok(false);
+        }
+        let vd = self.var_dtype(var)?;
+        simd::note_loop(&self.env.func.name, extent, true);
+        for g in 0..extent / LANES {
+            let base = min + g * LANES;
+            let bv = self.iconst(types::I64, base);
+            let mut ok: Option<Value> = None;
+            for j in 0..jext {
+                self.bind_const(jvar, jd, jmin + j);
+                for lane in [0, LANES - 1] {
+                    self.set_lane(var, vd, bv, Some(base), lane);
+                    for c in &guards {
+                        let (c, _) = self.expr(c)?;
+                        ok = Some(match ok {
+                            Some(o) => self.b.ins().band(o, c),
+                            None => c,
+                        });
+                    }
+                }
+            }
+            simd::stats::SHARED_GUARD_GROUPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let merge = self.b.create_block();
+            let vb = self.b.create_block();
+            let sb = self.b.create_block();
+            self.b
+                .ins()
+                .brif(ok.expect("guards checked"), vb, &[], sb, &[]);
+            self.b.switch_to_block(sb);
+            for j in 0..jext {
+                self.bind_const(jvar, jd, jmin + j);
+                self.scalar_lanes(var, vd, bv, Some(base), inner)?;
+            }
+            self.b.ins().jump(merge, &[]);
+            self.b.switch_to_block(vb);
+            for j in 0..jext {
+                self.bind_const(jvar, jd, jmin + j);
+                simd::note_group(true);
+                self.set_lane(var, vd, bv, Some(base), 0);
+                self.vector_body(var, inner)?;
+            }
+            self.b.ins().jump(merge, &[]);
+            self.b.switch_to_block(merge);
+        }
+        for v in [jvar, var] {
+            self.vars[v.index()] = None;
+            self.consts[v.index()] = None;
+        }
+        Ok(true)
+    }
+
+    fn bind_const(&mut self, v: VarId, d: DType, c: i64) {
+        let x = self.iconst(cl_ty(d), c);
+        self.vars[v.index()] = Some((x, d));
+        self.consts[v.index()] = Some(c);
+    }
+
+    /// Binds `var` to lane `i` of the group starting at `base`.
+    fn set_lane(&mut self, var: VarId, d: DType, base: Value, cbase: Option<i64>, i: i64) {
+        let v = if i == 0 {
+            base
+        } else {
+            self.b.ins().iadd_imm_s(base, i)
+        };
+        let v = match cl_ty(d) {
+            types::I64 => v,
+            t => self.b.ins().ireduce(t, v),
+        };
+        self.vars[var.index()] = Some((v, d));
+        self.consts[var.index()] = cbase.map(|c| c + i);
+    }
+
+    /// One group of [`LANES`] iterations: vector code when every guard holds for the
+    /// first and last lane, scalar code otherwise.
+    fn vector_group(
+        &mut self,
+        var: VarId,
+        d: DType,
+        base: Value,
+        cbase: Option<i64>,
+        body: &Stmt,
+        guards: &[&Expr],
+    ) -> Result<()> {
+        self.set_lane(var, d, base, cbase, 0);
+        let mut aligned = true;
+        body.visit(&mut |s| {
+            let mut check = |buffer: BufferId, indices: &[Expr]| {
+                if self.promoted[buffer.index()].is_some()
+                    && indices.iter().any(|i| simd::mentions(i, var))
+                {
+                    aligned &= matches!(self.promoted_group(buffer, indices), Some(Some(_)));
+                }
+            };
+            if let Stmt::Store {
+                buffer,
+                indices,
+                value,
+            } = s
+            {
+                check(*buffer, indices);
+                value.visit(&mut |x| {
+                    if let Expr::Load { buffer, indices } = x {
+                        check(*buffer, indices);
+                    }
+                });
+            }
+        });
+        simd::note_group(aligned);
+        if !aligned {
+            return self.scalar_lanes(var, d, base, cbase, body);
+        }
+        let merge = self.b.create_block();
+        if !guards.is_empty() {
+            let mut ok: Option<Value> = None;
+            for lane in [0, LANES - 1] {
+                self.set_lane(var, d, base, cbase, lane);
+                for g in guards {
+                    let (c, _) = self.expr(g)?;
+                    ok = Some(match ok {
+                        Some(o) => self.b.ins().band(o, c),
+                        None => c,
+                    });
+                }
+            }
+            let vb = self.b.create_block();
+            let sb = self.b.create_block();
+            self.b
+                .ins()
+                .brif(ok.expect("guards checked"), vb, &[], sb, &[]);
+            self.b.switch_to_block(sb);
+            self.scalar_lanes(var, d, base, cbase, body)?;
+            self.b.ins().jump(merge, &[]);
+            self.b.switch_to_block(vb);
+            self.set_lane(var, d, base, cbase, 0);
+        }
+        self.vector_body(var, body)?;
+        self.b.ins().jump(merge, &[]);
+        self.b.switch_to_block(merge);
+        Ok(())
+    }
+
+    fn scalar_lanes(
+        &mut self,
+        var: VarId,
+        d: DType,
+        base: Value,
+        cbase: Option<i64>,
+        body: &Stmt,
+    ) -> Result<()> {
+        for i in 0..LANES {
+            self.set_lane(var, d, base, cbase, i);
+            self.stmt(body)?;
+        }
+        Ok(())
+    }
+
+    fn vector_body(&mut self, var: VarId, s: &Stmt) -> Result<()> {
+        match s {
+            Stmt::Seq(v) => v.iter().try_for_each(|c| self.vector_body(var, c)),
+            Stmt::Store {
+                buffer,
+                indices,
+                value,
+            } => {
+                let x = self.vexpr(var, value)?;
+                if let Some(g) = self.promoted_group(*buffer, indices) {
+                    let r = g.ok_or_else(|| Error::Internal("unaligned vector group".into()))?;
+                    self.b.def_var(r, x);
+                    return Ok(());
+                }
+                let addr = self.address(*buffer, indices)?;
+                self.b
+                    .ins()
+                    .store(MemFlagsData::new().with_notrap(), x, addr, 0);
+                Ok(())
+            }
+            _ => Err(Error::Internal("non-store in a vector body".into())),
+        }
+    }
+
+    /// The f32x4 value of `e` over the current group (lane 0 bound to `var`).
+    fn vexpr(&mut self, var: VarId, e: &Expr) -> Result<Value> {
+        Ok(match e {
+            Expr::Load { buffer, indices } if indices.iter().any(|i| simd::mentions(i, var)) => {
+                if let Some(g) = self.promoted_group(*buffer, indices) {
+                    let r = g.ok_or_else(|| Error::Internal("unaligned vector group".into()))?;
+                    return Ok(self.b.use_var(r));
+                }
+                let addr = self.address(*buffer, indices)?;
+                self.b
+                    .ins()
+                    .load(types::F32X4, MemFlagsData::new().with_notrap(), addr, 0)
+            }
+            Expr::Binary { op, lhs, rhs } => {
+                let a = self.vexpr(var, lhs)?;
+                let b = self.vexpr(var, rhs)?;
+                match op {
+                    BinOp::Add => self.b.ins().fadd(a, b),
+                    BinOp::Sub => self.b.ins().fsub(a, b),
+                    BinOp::Mul => self.b.ins().fmul(a, b),
+                    BinOp::Div => self.b.ins().fdiv(a, b),
+                    _ => return Err(Error::Internal(format!("{op:?} in a vector body"))),
+                }
+            }
+            Expr::Select { then, .. } => self.vexpr(var, then)?,
+            _ => {
+                let (x, _) = self.expr(e)?;
+                self.b.ins().splat(types::F32X4, x)
+            }
+        })
     }
 
     fn buffer(&self, id: BufferId) -> Result<&tir::Buffer> {
@@ -692,15 +1058,31 @@ impl Cx<'_, '_> {
         let plan = promote::plan(self.env.func, buffer, body, &self.consts, self.outline);
         if let Some(unroll) = plan {
             let (n, d) = (b.numel().unwrap_or(0), b.dtype);
-            let ty = cl_ty(d);
-            let zero = self.constant(0.0, 0, d);
-            let regs: Vec<Variable> = (0..n)
+            let lanes = d == DType::F32
+                && n % LANES as usize == 0
+                && b.shape.last().is_some_and(|&l| l % LANES as usize == 0)
+                && simd::vector_accessed(self.env.func, body, buffer);
+            let (ty, count) = if lanes {
+                (types::F32X4, n / LANES as usize)
+            } else {
+                (cl_ty(d), n)
+            };
+            let mut zero = self.constant(0.0, 0, d);
+            if lanes {
+                zero = self.b.ins().splat(types::F32X4, zero);
+            }
+            let vars: Vec<Variable> = (0..count)
                 .map(|_| {
                     let r = self.b.declare_var(ty);
                     self.b.def_var(r, zero);
                     r
                 })
                 .collect();
+            let regs = if lanes {
+                Regs::Lanes(vars)
+            } else {
+                Regs::Scalar(vars)
+            };
             let added: Vec<VarId> = unroll
                 .into_iter()
                 .filter(|v| self.unroll.insert(*v))
@@ -808,7 +1190,7 @@ impl Cx<'_, '_> {
     }
 
     /// The variable holding `buffer[indices]` if the buffer is promoted to registers.
-    fn promoted_elem(&mut self, buffer: BufferId, indices: &[Expr]) -> Result<Option<Variable>> {
+    fn promoted_elem(&mut self, buffer: BufferId, indices: &[Expr]) -> Result<Option<Slot>> {
         let Some(regs) = &self.promoted[buffer.index()] else {
             return Ok(None);
         };
@@ -825,7 +1207,61 @@ impl Cx<'_, '_> {
                 })?;
             flat = flat * ext as i64 + i;
         }
-        Ok(regs.get(flat as usize).copied())
+        let k = flat as usize;
+        Ok(match regs {
+            Regs::Scalar(v) => v.get(k).map(|&r| Slot::Scalar(r)),
+            Regs::Lanes(v) => v
+                .get(k / LANES as usize)
+                .map(|&r| Slot::Lane(r, (k % LANES as usize) as u8)),
+        })
+    }
+
+    fn read_slot(&mut self, s: Slot) -> Value {
+        match s {
+            Slot::Scalar(r) => self.b.use_var(r),
+            Slot::Lane(r, l) => {
+                let v = self.b.use_var(r);
+                self.b.ins().extractlane(v, l)
+            }
+        }
+    }
+
+    fn write_slot(&mut self, s: Slot, x: Value) {
+        match s {
+            Slot::Scalar(r) => self.b.def_var(r, x),
+            Slot::Lane(r, l) => {
+                let v = self.b.use_var(r);
+                let v = self.b.ins().insertlane(v, x, l);
+                self.b.def_var(r, v);
+            }
+        }
+    }
+
+    /// The f32x4 variable holding lanes `v = lane0 .. lane0 + 3` of a promoted access
+    /// (unit-stride in `v`), if the buffer is held as vectors and the group is aligned.
+    fn promoted_group(&self, buffer: BufferId, indices: &[Expr]) -> Option<Option<Variable>> {
+        let regs = self.promoted[buffer.index()].as_ref()?;
+        let Regs::Lanes(v) = regs else {
+            return Some(None);
+        };
+        let b = self.env.func.buffer(buffer)?;
+        let mut flat = 0i64;
+        for (ix, &ext) in indices.iter().zip(&b.shape) {
+            let i = promote::const_eval(ix, &self.consts).filter(|&i| i >= 0 && i < ext as i64);
+            let Some(i) = i else {
+                return Some(None);
+            };
+            flat = flat * ext as i64 + i;
+        }
+        if flat % LANES != 0
+            || indices
+                .last()
+                .and_then(|l| promote::const_eval(l, &self.consts))
+                .is_none_or(|l| l % LANES != 0 || l + LANES > *b.shape.last().unwrap_or(&0) as i64)
+        {
+            return Some(None);
+        }
+        Some(v.get((flat / LANES) as usize).copied())
     }
 
     fn to_i64(&mut self, v: Value, d: DType) -> Value {
@@ -858,7 +1294,7 @@ impl Cx<'_, '_> {
             Expr::Load { buffer, indices } => {
                 let d = self.buffer(*buffer)?.dtype;
                 if let Some(r) = self.promoted_elem(*buffer, indices)? {
-                    return Ok((self.b.use_var(r), d));
+                    return Ok((self.read_slot(r), d));
                 }
                 let addr = self.address(*buffer, indices)?;
                 let v = if d == DType::F16 {

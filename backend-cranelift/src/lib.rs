@@ -31,6 +31,14 @@ pub mod codegen;
 mod pool;
 mod promote;
 mod runtime;
+mod simd;
+
+/// What code generation did with `vectorized` loops so far in this process: loops run as
+/// f32x4, loops left scalar, f32x4 groups, groups left scalar (unaligned), and guarded
+/// groups shared by an unrolled loop around them (`KILN_SIMD_LOG=1` logs each loop).
+pub fn simd_stats() -> [u64; 5] {
+    simd::stats::snapshot()
+}
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::any::Any;

@@ -1,0 +1,245 @@
+//! Which `vectorized` loops run as `f32x4` SIMD, four lanes at a time.
+//!
+//! A loop qualifies ([`plan`]) when its extent is a multiple of [`LANES`] and its body
+//! is a sequence of float32 stores, each unit-stride in the loop variable, whose values
+//! are built from float32 constants and variables (splatted), loads that are invariant
+//! in the loop variable (splatted) or unit-stride in it, `+ - * /`, and
+//! `select(guard, x, _)` where the guard is a conjunction of comparisons between
+//! expressions affine in the loop variable, with no loads or calls: such a guard holds
+//! for all four lanes of a group as soon as it holds for the first and the last
+//! (a convex set of lanes), which code generation checks at run time, running the
+//! group as scalar code otherwise. No fused multiply-add is formed, so results are
+//! bit-identical to scalar code.
+
+use kiln_ir::DType;
+use kiln_te::tir::{BinOp, BufferId, Expr, PrimFunc, Stmt, VarId};
+
+/// Counters of what code generation did with `vectorized` loops (process-wide, for
+/// tests and diagnostics; `KILN_SIMD_LOG=1` also logs each vectorized loop to stderr).
+pub mod stats {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// `vectorized` loops compiled as f32x4 code.
+    pub static VECTOR_LOOPS: AtomicU64 = AtomicU64::new(0);
+    /// `vectorized` loops left scalar (rejected by [`super::plan`]).
+    pub static SCALAR_LOOPS: AtomicU64 = AtomicU64::new(0);
+    /// Groups of lanes emitted as vector code.
+    pub static VECTOR_GROUPS: AtomicU64 = AtomicU64::new(0);
+    /// Groups of lanes emitted as scalar code because of an unaligned promoted access.
+    pub static SCALAR_GROUPS: AtomicU64 = AtomicU64::new(0);
+
+    /// Groups of lanes of a guarded `vectorized` loop run for every iteration of the
+    /// unrolled loop around it under one guard check (a register-tiled conv2d's hot loop).
+    pub static SHARED_GUARD_GROUPS: AtomicU64 = AtomicU64::new(0);
+
+    /// The five counters, in declaration order.
+    pub fn snapshot() -> [u64; 5] {
+        [
+            &VECTOR_LOOPS,
+            &SCALAR_LOOPS,
+            &VECTOR_GROUPS,
+            &SCALAR_GROUPS,
+            &SHARED_GUARD_GROUPS,
+        ]
+        .map(|c| c.load(Ordering::Relaxed))
+    }
+}
+
+fn log_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("KILN_SIMD_LOG").is_some_and(|v| v != "0"))
+}
+
+/// Records a `vectorized` loop of `func` and whether it runs as vector code.
+pub fn note_loop(func: &str, extent: i64, vector: bool) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if vector {
+        stats::VECTOR_LOOPS.fetch_add(1, Relaxed);
+    } else {
+        stats::SCALAR_LOOPS.fetch_add(1, Relaxed);
+    }
+    if log_enabled() {
+        let how = if vector { "f32x4" } else { "scalar" };
+        eprintln!("kiln simd: @{func}: vectorized loop of {extent} -> {how}");
+    }
+}
+
+/// Records one group of lanes and whether it was emitted as vector code.
+pub fn note_group(vector: bool) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if vector {
+        stats::VECTOR_GROUPS.fetch_add(1, Relaxed);
+    } else {
+        stats::SCALAR_GROUPS.fetch_add(1, Relaxed);
+        if log_enabled() {
+            eprintln!("kiln simd: group emitted as scalar lanes (unaligned promoted access)");
+        }
+    }
+}
+
+/// Lanes of a vector (Cranelift on x86-64 lowers 128-bit vectors only).
+pub const LANES: i64 = 4;
+
+/// The stride of integer expression `e` in `v`: `Some(0)` when `e` does not depend
+/// on `v`, `None` when it is not affine in `v` with a constant stride.
+pub fn stride(e: &Expr, v: VarId) -> Option<i64> {
+    if !mentions(e, v) {
+        return Some(0);
+    }
+    match e {
+        Expr::Var(x) if *x == v => Some(1),
+        Expr::Binary { op, lhs, rhs } => {
+            let (a, b) = (stride(lhs, v)?, stride(rhs, v)?);
+            match op {
+                BinOp::Add => a.checked_add(b),
+                BinOp::Sub => a.checked_sub(b),
+                BinOp::Mul => match (lhs.as_int(), rhs.as_int()) {
+                    (_, Some(c)) => a.checked_mul(c),
+                    (Some(c), _) => b.checked_mul(c),
+                    _ => None,
+                },
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Whether `e` mentions variable `v`.
+pub fn mentions(e: &Expr, v: VarId) -> bool {
+    let mut hit = false;
+    e.visit(&mut |x| hit |= matches!(x, Expr::Var(y) if *y == v));
+    hit
+}
+
+/// Whether indices are unit-stride in `v`: the last has stride 1, the others 0.
+pub fn unit_stride(indices: &[Expr], v: VarId) -> bool {
+    match indices.split_last() {
+        Some((last, rest)) => {
+            stride(last, v) == Some(1) && rest.iter().all(|i| stride(i, v) == Some(0))
+        }
+        None => false,
+    }
+}
+
+/// Whether `g` is a guard that holds for all lanes of a group when it holds for the
+/// first and the last.
+fn convex_guard(g: &Expr, v: VarId) -> bool {
+    match g {
+        Expr::Bool(_) => true,
+        Expr::Binary {
+            op: BinOp::And,
+            lhs,
+            rhs,
+        } => convex_guard(lhs, v) && convex_guard(rhs, v),
+        Expr::Binary {
+            op: BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq,
+            lhs,
+            rhs,
+        } => {
+            let mut pure = true;
+            g.visit(&mut |x| pure &= !matches!(x, Expr::Load { .. } | Expr::Call { .. }));
+            pure && stride(lhs, v).is_some() && stride(rhs, v).is_some()
+        }
+        _ => false,
+    }
+}
+
+/// Checks a value expression; collects the guards of its `select`s.
+fn value_ok<'e>(f: &PrimFunc, e: &'e Expr, v: VarId, guards: &mut Vec<&'e Expr>) -> bool {
+    match e {
+        Expr::Float { dtype, .. } => *dtype == DType::F32,
+        Expr::Var(x) => *x != v && f.var(*x).is_some_and(|d| d.ty.dtype == DType::F32),
+        Expr::Load { buffer, indices } => {
+            f.buffer(*buffer).is_some_and(|b| b.dtype == DType::F32)
+                && (indices.iter().all(|i| !mentions(i, v)) || unit_stride(indices, v))
+        }
+        Expr::Binary {
+            op: BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div,
+            lhs,
+            rhs,
+        } => value_ok(f, lhs, v, guards) && value_ok(f, rhs, v, guards),
+        Expr::Select { cond, then, .. } => {
+            guards.push(cond);
+            convex_guard(cond, v) && value_ok(f, then, v, guards)
+        }
+        _ => false,
+    }
+}
+
+/// The stores of a vectorizable body and the guards to check per group, or `None`
+/// if loop `v` with body `body` must stay scalar.
+pub fn plan<'s>(f: &PrimFunc, body: &'s Stmt, v: VarId) -> Option<Vec<&'s Expr>> {
+    let mut stores: Vec<(BufferId, &[Expr], &Expr)> = vec![];
+    let mut flat = vec![body];
+    while let Some(s) = flat.pop() {
+        match s {
+            Stmt::Seq(xs) => flat.extend(xs.iter().rev()),
+            Stmt::Store {
+                buffer,
+                indices,
+                value,
+            } => stores.push((*buffer, indices, value)),
+            _ => return None,
+        }
+    }
+    let mut guards = vec![];
+    for &(buf, indices, value) in &stores {
+        if f.buffer(buf)?.dtype != DType::F32 || !unit_stride(indices, v) {
+            return None;
+        }
+        if !value_ok(f, value, v, &mut guards) {
+            return None;
+        }
+    }
+    // Lanes must not depend on each other through memory: a stored buffer is only
+    // accessed at the very indices of its (single) store.
+    for &(buf, indices, _) in &stores {
+        let mut ok = true;
+        for &(b2, i2, value) in &stores {
+            ok &= b2 != buf || i2 == indices;
+            value.visit(&mut |x| {
+                if let Expr::Load {
+                    buffer,
+                    indices: li,
+                } = x
+                {
+                    ok &= *buffer != buf || li.as_slice() == indices;
+                }
+            });
+        }
+        if !ok {
+            return None;
+        }
+    }
+    Some(guards)
+}
+
+/// Whether the accesses of `buf` in `body` include one whose last index is
+/// unit-stride in the variable of a vectorizable `vectorized` loop (so the buffer, when
+/// promoted to registers, is best held as vectors of [`LANES`] elements).
+pub fn vector_accessed(f: &PrimFunc, body: &Stmt, buf: BufferId) -> bool {
+    let mut hit = false;
+    body.visit(&mut |s| {
+        if let Stmt::For {
+            var,
+            extent,
+            kind: kiln_te::tir::ForKind::Vectorized,
+            body,
+            ..
+        } = s
+        {
+            if extent % LANES == 0 && plan(f, body, *var).is_some() {
+                body.visit(&mut |t| {
+                    if let Stmt::Store {
+                        buffer, indices, ..
+                    } = t
+                    {
+                        hit |= *buffer == buf && unit_stride(indices, *var);
+                    }
+                });
+            }
+        }
+    });
+    hit
+}
