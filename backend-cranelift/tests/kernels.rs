@@ -2,9 +2,6 @@
 //! intrinsics, lazy `select` guarding padded loads, integer semantics, casts between all
 //! dtypes, float16, local buffers (stack and heap), unrolled and parallel loops, and the
 //! errors that compiled code reports instead of trapping.
-
-mod support;
-
 use std::sync::Arc;
 
 use kiln_backend_cranelift::CraneliftBackend;
@@ -376,11 +373,11 @@ fn register_tiled_conv2d_hot_loop_is_vectorized_and_bit_identical() {
         kernel_size: None,
     };
     let (x, w) = (vec![1, 8, 16, 16], vec![8, 8, 3, 3]);
-    let args = [
-        support::Arg::T(support::tt(&x, DType::F32)),
-        support::Arg::T(support::tt(&w, DType::F32)),
-    ];
-    let (m, _) = support::one_op(op, &args).unwrap();
+    let mut m = kiln_ir::Module::new();
+    let xv = m.var("x", kiln_ir::Type::tensor(x.clone(), DType::F32));
+    let wv = m.var("w", kiln_ir::Type::tensor(w.clone(), DType::F32));
+    let conv = m.call(op, &[xv, wv]).unwrap();
+    m.set_main(&[xv, wv], conv).unwrap();
     let ks = kernels_of(&m, TargetKind::Cpu).unwrap();
     let f = ks.iter().find(|k| k.name.contains("conv2d")).unwrap();
     let inputs = [

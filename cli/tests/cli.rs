@@ -1,7 +1,6 @@
 //! End-to-end tests of the `kiln` binary: inspect and run on zoo models and text files,
 //! and the clear one-line errors for bad input.
 
-
 mod common;
 
 use common::*;

@@ -3,7 +3,6 @@
 //! shapes, and unsupported ops, truncated files and bad `--shape` values are one-line
 //! errors (all unsupported nodes at once), never panics.
 
-
 use kiln_frontend_onnx::proto::{
     GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto,
     ValueInfoProto, tensor_shape_proto::Dimension, tensor_shape_proto::dimension::Value,
