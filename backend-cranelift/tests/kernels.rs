@@ -2,6 +2,7 @@
 //! intrinsics, lazy `select` guarding padded loads, integer semantics, casts between all
 //! dtypes, float16, local buffers (stack and heap), unrolled and parallel loops, and the
 //! errors that compiled code reports instead of trapping.
+
 use std::sync::Arc;
 
 use kiln_backend_cranelift::CraneliftBackend;
