@@ -374,11 +374,11 @@ fn register_tiled_conv2d_hot_loop_is_vectorized_and_bit_identical() {
         kernel_size: None,
     };
     let (x, w) = (vec![1, 8, 16, 16], vec![8, 8, 3, 3]);
-    let mut m = kiln_ir::Module::new();
-    let xv = m.var("x", kiln_ir::Type::tensor(x.clone(), DType::F32));
-    let wv = m.var("w", kiln_ir::Type::tensor(w.clone(), DType::F32));
-    let conv = m.call(op, &[xv, wv]).unwrap();
-    m.set_main(&[xv, wv], conv).unwrap();
+    let types = [
+        kiln_ir::Type::tensor(x.clone(), DType::F32),
+        kiln_ir::Type::tensor(w.clone(), DType::F32),
+    ];
+    let m = kiln_ir::Module::single_op(op, &types).unwrap();
     let ks = kernels_of(&m, TargetKind::Cpu).unwrap();
     let f = ks.iter().find(|k| k.name.contains("conv2d")).unwrap();
     let inputs = [

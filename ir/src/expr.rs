@@ -387,6 +387,55 @@ impl Module {
         self.function_at(self.main_id()?)
     }
 
+    /// A module whose `@main(x0, x1, ...)` applies `op` to one parameter per argument
+    /// type; a tuple-typed argument becomes a tuple of parameters `xI_0, xI_1, ...` (as
+    /// `concatenate` takes). The smallest complete program around one op: what tests of
+    /// every layer and backend start from.
+    pub fn single_op(op: impl Into<Op>, args: &[Type]) -> Result<Module> {
+        let mut m = Module::new();
+        let mut params = Vec::new();
+        let mut call_args = Vec::with_capacity(args.len());
+        for (i, ty) in args.iter().enumerate() {
+            match ty {
+                Type::Tuple(fields) => {
+                    let vars: Vec<ExprId> = fields
+                        .iter()
+                        .enumerate()
+                        .map(|(k, t)| m.var(format!("x{i}_{k}"), t.clone()))
+                        .collect();
+                    params.extend(&vars);
+                    call_args.push(m.tuple(&vars)?);
+                }
+                t => {
+                    let v = m.var(format!("x{i}"), t.clone());
+                    params.push(v);
+                    call_args.push(v);
+                }
+            }
+        }
+        let call = m.call(op, &call_args)?;
+        m.set_main(&params, call)?;
+        Ok(m)
+    }
+
+    /// `@main`'s parameters as `(name, tensor type)`, in order; an error if one is not a
+    /// tensor.
+    pub fn main_tensor_params(&self) -> Result<Vec<(String, crate::ty::TensorType)>> {
+        self.main()?
+            .params
+            .iter()
+            .map(|&p| {
+                let name = self.var_name(p).unwrap_or_default().to_string();
+                match self.ty(p) {
+                    Type::Tensor(t) => Ok((name, t.clone())),
+                    other => Err(Error::InvalidModel(format!(
+                        "parameter %{name} has type {other}, not a tensor"
+                    ))),
+                }
+            })
+            .collect()
+    }
+
     /// The name of a variable node.
     pub fn var_name(&self, id: ExprId) -> Option<&str> {
         match self.kind(id) {
@@ -425,6 +474,42 @@ mod tests {
         let _ = Unary {
             kind: UnaryKind::Relu,
         };
+    }
+
+    #[test]
+    fn single_op_modules() {
+        let f = Type::tensor([2, 3], DType::F32);
+        let m = Module::single_op(
+            Unary {
+                kind: UnaryKind::Relu,
+            },
+            &[f.clone()],
+        )
+        .unwrap();
+        let params = m.main_tensor_params().unwrap();
+        assert_eq!(params.len(), 1);
+        assert_eq!(params[0].0, "x0");
+        let tuple = Type::Tuple(vec![f.clone(), f.clone()]);
+        let m = Module::single_op(crate::op::Concatenate { axis: 1 }, &[tuple]).unwrap();
+        let names: Vec<String> = m
+            .main_tensor_params()
+            .unwrap()
+            .into_iter()
+            .map(|p| p.0)
+            .collect();
+        assert_eq!(names, ["x0_0", "x0_1"]);
+        assert_eq!(
+            m.ty(m.main().unwrap().body),
+            &Type::tensor([2, 6], DType::F32)
+        );
+        let err = Module::single_op(
+            Unary {
+                kind: UnaryKind::Exp,
+            },
+            &[Type::tensor([2], DType::I32)],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("exp"), "{err}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use kiln_backend_cranelift::CraneliftBackend;
 use kiln_executor::{Target, build, build_with};
-use kiln_ir::{DType, ExprId, Module, NDArray, Op, TensorType, Type};
+use kiln_ir::{DType, Module, NDArray, Op, TensorType, Type};
 use kiln_te::tir::{self, PrimFunc};
 use kiln_te::topi::TargetKind;
 use kiln_te::topi::lower::kernels_of;
@@ -86,35 +86,16 @@ pub fn one_op(
     op: impl Into<Op>,
     args: &[Arg],
 ) -> Result<(Module, Vec<(String, TensorType)>), String> {
-    let mut m = Module::new();
-    let mut params: Vec<ExprId> = vec![];
-    let mut names = vec![];
-    let mut call_args = vec![];
-    for (i, a) in args.iter().enumerate() {
-        match a {
-            Arg::T(t) => {
-                let n = format!("x{i}");
-                let v = m.var(&n, Type::Tensor(t.clone()));
-                params.push(v);
-                names.push((n, t.clone()));
-                call_args.push(v);
-            }
-            Arg::Tuple(ts) => {
-                let mut fs = vec![];
-                for (k, t) in ts.iter().enumerate() {
-                    let n = format!("x{i}_{k}");
-                    let v = m.var(&n, Type::Tensor(t.clone()));
-                    params.push(v);
-                    names.push((n, t.clone()));
-                    fs.push(v);
-                }
-                call_args.push(m.tuple(&fs).map_err(|e| e.to_string())?);
-            }
-        }
-    }
-    let call = m.call(op, &call_args).map_err(|e| e.to_string())?;
-    m.set_main(&params, call).map_err(|e| e.to_string())?;
-    Ok((m, names))
+    let types: Vec<Type> = args
+        .iter()
+        .map(|a| match a {
+            Arg::T(t) => Type::Tensor(t.clone()),
+            Arg::Tuple(ts) => Type::Tuple(ts.iter().cloned().map(Type::Tensor).collect()),
+        })
+        .collect();
+    let m = Module::single_op(op, &types).map_err(|e| e.to_string())?;
+    let params = m.main_tensor_params().map_err(|e| e.to_string())?;
+    Ok((m, params))
 }
 
 /// Random inputs for `params`: floats uniform in `[lo, hi)`, integers small.
