@@ -1,5 +1,11 @@
-//! Graph optimization for Kiln (not built yet). This crate will own the pass manager
-//! (`PassContext` with opt levels 0–3, required and disabled passes), the classical
-//! passes (type inference, constant folding, simplify-inference, dead code, CSE),
-//! equality saturation with egg (language, rule families, cost model, sharing-aware
-//! extraction) and operator fusion into primitive functions. Depends on `kiln-ir` only.
+//! Graph optimization for Kiln: the pass manager ([`pass`]: `PassContext` with opt levels
+//! 0–3, required and disabled passes, Relay's gating rule), the classical passes, equality
+//! saturation with egg, and operator fusion into primitive functions. Every pass maps a
+//! well-typed [`kiln_ir::Module`] to a well-typed module with the same values (within the
+//! op's floating-point tolerance). Depends on `kiln-ir` only.
+
+pub mod error;
+pub mod pass;
+
+pub use error::{Error, Result};
+pub use pass::{Pass, PassContext, PassInfo, PassOutcome, PassRecord, PassReport};

@@ -1,0 +1,230 @@
+//! The pass manager: [`Pass`] (a named module-to-module transformation with the opt level
+//! it is registered at), [`PassContext`] (opt level, required and disabled passes, verify
+//! and dump switches) and [`run_passes`], which runs a sequence under a context and
+//! records a [`PassReport`] (per pass: ran or skipped, time, node counts, details).
+//!
+//! Gating follows Relay (TVM_REFERENCE.md §5): a pass runs when it is required or when
+//! `ctx.opt_level >= pass.opt_level`, and never when it is disabled.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::time::Instant;
+
+use kiln_ir::Module;
+
+use crate::error::{Error, Result};
+
+/// The highest opt level kiln knows (Relay's level 4 passes are kiln's level 3 extras).
+pub const MAX_OPT_LEVEL: u8 = 3;
+
+/// A pass's registration: its name (as used in `required`/`disabled` and in reports) and
+/// the lowest opt level it runs at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PassInfo {
+    pub name: &'static str,
+    pub opt_level: u8,
+}
+
+/// What a pass produced: the new module and free-form details for the report
+/// (`key`, `value` pairs such as `("stop", "saturated")`).
+pub struct PassOutcome {
+    pub module: Module,
+    pub details: Vec<(String, String)>,
+}
+
+impl PassOutcome {
+    /// An outcome with no details.
+    pub fn new(module: Module) -> PassOutcome {
+        PassOutcome {
+            module,
+            details: vec![],
+        }
+    }
+
+    /// Adds one detail line to the report.
+    pub fn detail(mut self, key: impl Into<String>, value: impl fmt::Display) -> PassOutcome {
+        self.details.push((key.into(), value.to_string()));
+        self
+    }
+}
+
+/// A graph-level pass. Passes never change values beyond the op's floating-point
+/// tolerance and always return a well-typed module.
+pub trait Pass: Send + Sync {
+    fn info(&self) -> PassInfo;
+    fn run(&self, module: &Module, ctx: &PassContext) -> Result<PassOutcome>;
+}
+
+/// The configuration passes run under (Relay's `PassContext`).
+#[derive(Clone, Debug)]
+pub struct PassContext {
+    /// 0..=3, default 2.
+    pub opt_level: u8,
+    /// Passes run regardless of the opt level.
+    pub required: BTreeSet<String>,
+    /// Passes never run.
+    pub disabled: BTreeSet<String>,
+    /// Run the graph-IR verifier after every pass (on by default in debug builds and
+    /// tests); a failure names the pass.
+    pub verify: bool,
+    /// Keep the printed module after each pass that ran in the report.
+    pub dump_ir: bool,
+}
+
+impl Default for PassContext {
+    fn default() -> PassContext {
+        PassContext {
+            opt_level: 2,
+            required: BTreeSet::new(),
+            disabled: BTreeSet::new(),
+            verify: cfg!(debug_assertions),
+            dump_ir: false,
+        }
+    }
+}
+
+impl PassContext {
+    /// The default context at `opt_level`; an error above [`MAX_OPT_LEVEL`].
+    pub fn with_opt_level(opt_level: u8) -> Result<PassContext> {
+        if opt_level > MAX_OPT_LEVEL {
+            return Err(Error::InvalidArgument(format!(
+                "opt_level {opt_level} is out of range 0..={MAX_OPT_LEVEL}"
+            )));
+        }
+        Ok(PassContext {
+            opt_level,
+            ..PassContext::default()
+        })
+    }
+
+    /// Relay's rule: required, or at or below the opt level — and never disabled.
+    pub fn enabled(&self, info: &PassInfo) -> bool {
+        if self.disabled.contains(info.name) {
+            return false;
+        }
+        self.required.contains(info.name) || self.opt_level >= info.opt_level
+    }
+}
+
+/// One pass's line in the report.
+#[derive(Clone, Debug)]
+pub struct PassRecord {
+    pub name: String,
+    pub opt_level: u8,
+    /// False when the context gated it off.
+    pub ran: bool,
+    pub time_ms: f64,
+    /// Expression nodes reachable from `@main` (and its functions) before and after.
+    pub nodes_before: usize,
+    pub nodes_after: usize,
+    pub details: Vec<(String, String)>,
+    /// The printed module after the pass, when `ctx.dump_ir` is set.
+    pub dump: Option<String>,
+}
+
+/// Every pass of a run, in order.
+#[derive(Clone, Debug, Default)]
+pub struct PassReport {
+    pub records: Vec<PassRecord>,
+}
+
+impl PassReport {
+    /// The record of the pass called `name`, if it was in the sequence.
+    pub fn get(&self, name: &str) -> Option<&PassRecord> {
+        self.records.iter().find(|r| r.name == name)
+    }
+
+    /// Total time of the passes that ran, in milliseconds.
+    pub fn total_ms(&self) -> f64 {
+        self.records.iter().map(|r| r.time_ms).sum()
+    }
+}
+
+impl fmt::Display for PassReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for r in &self.records {
+            if !r.ran {
+                writeln!(f, "{:<28} skipped (level {})", r.name, r.opt_level)?;
+                continue;
+            }
+            write!(
+                f,
+                "{:<28} {:>9.2} ms  nodes {:>5} -> {:<5}",
+                r.name, r.time_ms, r.nodes_before, r.nodes_after
+            )?;
+            for (k, v) in &r.details {
+                write!(f, "  {k}={v}")?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+/// Expression nodes reachable from the module's globals (what a pass report counts).
+pub fn live_nodes(module: &Module) -> usize {
+    let mut seen = std::collections::HashSet::new();
+    for (_, id) in module.globals() {
+        seen.extend(kiln_ir::visit::post_order(module, *id));
+    }
+    seen.len()
+}
+
+/// Runs `passes` in order under `ctx`, verifying after each when `ctx.verify` is set.
+pub fn run_passes(
+    module: &Module,
+    passes: &[&dyn Pass],
+    ctx: &PassContext,
+) -> Result<(Module, PassReport)> {
+    for name in ctx.required.iter().chain(&ctx.disabled) {
+        if !passes.iter().any(|p| p.info().name == name) {
+            let known: Vec<_> = passes.iter().map(|p| p.info().name).collect();
+            return Err(Error::InvalidArgument(format!(
+                "unknown pass `{name}` (passes: {})",
+                known.join(", ")
+            )));
+        }
+    }
+    let mut module = module.clone();
+    let mut report = PassReport::default();
+    for pass in passes {
+        let info = pass.info();
+        let nodes_before = live_nodes(&module);
+        if !ctx.enabled(&info) {
+            report.records.push(PassRecord {
+                name: info.name.to_string(),
+                opt_level: info.opt_level,
+                ran: false,
+                time_ms: 0.0,
+                nodes_before,
+                nodes_after: nodes_before,
+                details: vec![],
+                dump: None,
+            });
+            continue;
+        }
+        let t = Instant::now();
+        let out = pass.run(&module, ctx)?;
+        let time_ms = t.elapsed().as_secs_f64() * 1e3;
+        if ctx.verify {
+            kiln_ir::verify::verify(&out.module).map_err(|source| Error::PassBroke {
+                pass: info.name.to_string(),
+                source,
+            })?;
+        }
+        module = out.module;
+        report.records.push(PassRecord {
+            name: info.name.to_string(),
+            opt_level: info.opt_level,
+            ran: true,
+            time_ms,
+            nodes_before,
+            nodes_after: live_nodes(&module),
+            details: out.details,
+            dump: ctx
+                .dump_ir
+                .then(|| kiln_ir::text::print_module(&module, &Default::default())),
+        });
+    }
+    Ok((module, report))
+}
