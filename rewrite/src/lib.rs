@@ -6,6 +6,7 @@
 
 pub mod error;
 pub mod pass;
+pub mod passes;
 
 pub use error::{Error, Result};
 pub use pass::{Pass, PassContext, PassInfo, PassOutcome, PassRecord, PassReport};

@@ -1,0 +1,265 @@
+//! `FoldScaleAxis` (level 3): folds a per-channel scale that follows a convolution or a
+//! dense layer into its weights (Relay's backward scale-axis folding, the direction that
+//! batch norms after convolutions need):
+//!
+//! ```text
+//! multiply(nn.conv2d(x, W), S)  ->  nn.conv2d(x, multiply(W, reshape(S, [C', 1, 1, 1])))
+//! multiply(nn.dense(x, W), S)   ->  nn.dense(x, multiply(W, reshape(S, [C', 1])))
+//! ```
+//!
+//! where `S` is a constant that varies at most along the output channel axis (axis 1 of
+//! conv2d's NCHW output, the last axis of dense's output): right-aligned against the
+//! output, every dimension of `S` is 1 except the channel one, which is 1 or `C`
+//! (`C' = numel(S)`). The law is linearity in the weights: output channel `o` is computed
+//! from weight slice `W[o]` only, whatever the strides, padding, dilation and groups (the
+//! weight's first axis is always the output channel in OIHW). A bias between the two is
+//! scaled too: `multiply(add(conv, b), S) -> add(conv', multiply(b, S))` for a constant
+//! `b` that does not broadcast the output up, and `nn.bias_add(conv, b, axis=channel)` with
+//! `b * reshape(S, [C'])`. `FoldConstant` then folds the new weight expressions.
+//!
+//! "Constant" means built from constants by op calls (what `FoldConstant` folds), so a
+//! bias scaled by an earlier sweep still counts.
+//!
+//! Refused (left unchanged): a scale that is not a constant, not per-channel or not
+//! floating point; a convolution, dense or bias whose result has any other user (its
+//! unscaled value is still needed); anything else. Chains (`multiply(multiply(conv, S1),
+//! S2)`) fold over repeated sweeps, at most [`MAX_ROUNDS`].
+
+use std::collections::HashMap;
+
+use kiln_ir::op::{BiasAdd, Binary, BinaryKind, Reshape};
+use kiln_ir::visit::body_order;
+use kiln_ir::{Callee, ExprId, ExprKind, Module, Op, TensorType};
+
+use super::{rewrite_module, use_counts};
+use crate::error::Result;
+use crate::pass::{Pass, PassContext, PassInfo, PassOutcome};
+
+/// Sweeps over the module at most this many times (each folds one more link of a chain
+/// of scales).
+pub const MAX_ROUNDS: usize = 8;
+
+/// Relay's `FoldScaleAxis` (backward direction).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FoldScaleAxis;
+
+impl Pass for FoldScaleAxis {
+    fn info(&self) -> PassInfo {
+        PassInfo {
+            name: "FoldScaleAxis",
+            opt_level: 3,
+        }
+    }
+
+    fn run(&self, module: &Module, _ctx: &PassContext) -> Result<PassOutcome> {
+        let mut m = module.clone();
+        let (mut folded, mut rounds) = (0, 0);
+        while rounds < MAX_ROUNDS {
+            rounds += 1;
+            let (next, n) = fold_round(&m)?;
+            m = next;
+            folded += n;
+            if n == 0 {
+                break;
+            }
+        }
+        Ok(PassOutcome::new(m)
+            .detail("folded", folded)
+            .detail("rounds", rounds))
+    }
+}
+
+/// One sweep: every `multiply` of the *input* module that matches is folded. Patterns are
+/// matched on the input (its structure and use counts); the replacement is built from the
+/// rebuilt nodes, which have the same structure (only multiplies are ever replaced, and a
+/// match never looks through one).
+fn fold_round(src: &Module) -> Result<(Module, usize)> {
+    let uses = use_counts(src);
+    let mut folded = 0;
+    let out = rewrite_module(src, |m, orig, id| {
+        if !is_multiply(src, orig) {
+            return Ok(id);
+        }
+        let (ExprKind::Call { args: old, .. }, ExprKind::Call { args: new, .. }) =
+            (src.kind(orig).clone(), m.kind(id).clone())
+        else {
+            return Ok(id);
+        };
+        for (e, s) in [(0, 1), (1, 0)] {
+            let f = Folder {
+                src,
+                uses: &uses,
+                scale: new[s],
+            };
+            if !f.scale_is_constant_float(m) {
+                continue;
+            }
+            if let Some(r) = f.fold(m, old[e], new[e])? {
+                folded += 1;
+                return Ok(r);
+            }
+        }
+        Ok(id)
+    })?;
+    Ok((out, folded))
+}
+
+fn is_multiply(m: &Module, id: ExprId) -> bool {
+    matches!(
+        m.kind(id).op(),
+        Some(Op::Binary(Binary {
+            kind: BinaryKind::Multiply
+        }))
+    )
+}
+
+/// Whether `id` is built from constants by op calls only (no variables, no function
+/// calls): a value `FoldConstant` can fold, such as an earlier fold's `bias * scale`.
+fn is_constant_expr(m: &Module, id: ExprId) -> bool {
+    body_order(m, id).into_iter().all(|n| match m.kind(n) {
+        ExprKind::Constant(_) | ExprKind::Tuple(_) | ExprKind::TupleGetItem { .. } => true,
+        ExprKind::Call { callee, .. } => matches!(callee, Callee::Op(_)),
+        _ => false,
+    })
+}
+
+struct Folder<'a> {
+    src: &'a Module,
+    uses: &'a HashMap<ExprId, usize>,
+    /// The scale, in the module being built.
+    scale: ExprId,
+}
+
+impl Folder<'_> {
+    fn scale_is_constant_float(&self, m: &Module) -> bool {
+        let float = m
+            .ty(self.scale)
+            .as_tensor()
+            .is_some_and(|t| t.dtype.is_float());
+        float && is_constant_expr(m, self.scale)
+    }
+
+    fn single_use(&self, orig: ExprId) -> bool {
+        self.uses.get(&orig).copied() == Some(1)
+    }
+
+    /// The output channel axis of `orig` if it is a conv2d or dense with a tensor result.
+    fn channel_axis(&self, orig: ExprId) -> Option<usize> {
+        let rank = self.src.ty(orig).as_tensor()?.rank();
+        match self.src.kind(orig).op()? {
+            Op::Conv2d(_) => Some(1),
+            Op::Dense(_) if rank >= 1 => Some(rank - 1),
+            _ => None,
+        }
+    }
+
+    /// `C'` if the scale varies only along `axis` of `out`.
+    fn per_channel(&self, m: &Module, out: &TensorType, axis: usize) -> Option<usize> {
+        let s = m.ty(self.scale).as_tensor()?;
+        if s.rank() > out.rank() || s.dtype != out.dtype {
+            return None;
+        }
+        let offset = out.rank() - s.rank();
+        for (j, &d) in s.shape.iter().enumerate() {
+            let ok = d == 1 || (j + offset == axis && d == out.shape[axis]);
+            if !ok {
+                return None;
+            }
+        }
+        Some(s.numel())
+    }
+
+    fn reshaped_scale(&self, m: &mut Module, shape: Vec<i64>) -> Result<ExprId> {
+        Ok(m.call(Reshape { newshape: shape }, &[self.scale])?)
+    }
+
+    /// `orig * scale` without the multiply (`new` is `orig` rebuilt), or `None` when the
+    /// fold is not provably sound.
+    fn fold(&self, m: &mut Module, orig: ExprId, new: ExprId) -> Result<Option<ExprId>> {
+        if !self.single_use(orig) {
+            return Ok(None);
+        }
+        let Some(out) = self.src.ty(orig).as_tensor().cloned() else {
+            return Ok(None);
+        };
+        let ExprKind::Call { args, .. } = m.kind(new).clone() else {
+            return Ok(None);
+        };
+        let Some(op) = self.src.kind(orig).op().cloned() else {
+            return Ok(None);
+        };
+        let ExprKind::Call { args: old, .. } = self.src.kind(orig).clone() else {
+            return Ok(None);
+        };
+        match op {
+            Op::Conv2d(_) | Op::Dense(_) => {
+                let axis = self.channel_axis(orig).expect("conv2d or dense");
+                let Some(k) = self.per_channel(m, &out, axis) else {
+                    return Ok(None);
+                };
+                let w = args[1];
+                let weight_rank = m.ty(w).as_tensor().map_or(0, |t| t.rank());
+                let mut shape = vec![1i64; weight_rank];
+                let Some(first) = shape.first_mut() else {
+                    return Ok(None);
+                };
+                *first = k as i64;
+                let s = self.reshaped_scale(m, shape)?;
+                let w = m.call(
+                    Binary {
+                        kind: BinaryKind::Multiply,
+                    },
+                    &[w, s],
+                )?;
+                Ok(Some(m.call(op, &[args[0], w])?))
+            }
+            Op::Binary(Binary {
+                kind: BinaryKind::Add,
+            }) => {
+                for (e, b) in [(0, 1), (1, 0)] {
+                    let constant = is_constant_expr(m, args[b]);
+                    if !constant || self.src.ty(old[e]) != self.src.ty(orig) {
+                        continue;
+                    }
+                    if let Some(inner) = self.fold(m, old[e], args[e])? {
+                        let mul = Binary {
+                            kind: BinaryKind::Multiply,
+                        };
+                        let bias = m.call(mul, &[args[b], self.scale])?;
+                        let mut pair = [inner, bias];
+                        if e == 1 {
+                            pair.swap(0, 1);
+                        }
+                        return Ok(Some(m.call(op, &pair)?));
+                    }
+                }
+                Ok(None)
+            }
+            Op::BiasAdd(BiasAdd { axis }) => {
+                let Some(channel) = self.channel_axis(old[0]) else {
+                    return Ok(None);
+                };
+                let rank = out.rank() as i64;
+                let axis = if axis < 0 { axis + rank } else { axis };
+                let Some(k) = self.per_channel(m, &out, channel) else {
+                    return Ok(None);
+                };
+                if axis != channel as i64 || !is_constant_expr(m, args[1]) {
+                    return Ok(None);
+                }
+                let Some(inner) = self.fold(m, old[0], args[0])? else {
+                    return Ok(None);
+                };
+                let s = self.reshaped_scale(m, vec![k as i64])?;
+                let bias = m.call(
+                    Binary {
+                        kind: BinaryKind::Multiply,
+                    },
+                    &[args[1], s],
+                )?;
+                Ok(Some(m.call(op, &[inner, bias])?))
+            }
+            _ => Ok(None),
+        }
+    }
+}
