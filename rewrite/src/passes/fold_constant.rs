@@ -12,7 +12,7 @@
 //! Weight transforms (`multiply(weight, reshape(scale))`, `expand_dims`, `transpose`)
 //! never grow, so they always fold.
 
-use kiln_ir::{Callee, ExprId, ExprKind, Module, Op, Type, Value};
+use kiln_ir::{Callee, ExprId, ExprKind, Module, NDArray, Op, Type, Value};
 
 use super::rewrite_module;
 use crate::error::Result;
@@ -49,15 +49,21 @@ impl Pass for FoldConstant {
                 callee: Callee::Op(op),
                 args,
             } if !matches!(op, Op::Custom(_)) => {
-                let Some(values) = constant_args(m, args) else {
+                // Check before copying any value out of the graph.
+                let Some(constants) = args
+                    .iter()
+                    .map(|&a| constant_value(m, a))
+                    .collect::<Option<Vec<_>>>()
+                else {
                     return Ok(id);
                 };
-                let in_elements: usize = values.iter().map(|v| elements(&v.ty())).sum();
+                let in_elements: usize = args.iter().map(|&a| elements(m.ty(a))).sum();
                 let out_elements = elements(m.ty(id));
                 if out_elements > in_elements.max(self.max_new_elements) {
                     too_big += 1;
                     return Ok(id);
                 }
+                let values: Vec<Value> = constants.iter().map(ConstantValue::materialize).collect();
                 let value = op.clone().eval(&values, &m.ty(id).clone())?;
                 folded += 1;
                 value_expr(m, value)
@@ -74,16 +80,29 @@ impl Pass for FoldConstant {
     }
 }
 
-/// The values of `args` if every one is a constant (or a tuple of constants).
-fn constant_args(m: &Module, args: &[ExprId]) -> Option<Vec<Value>> {
-    args.iter().map(|&a| constant_value(m, a)).collect()
+/// A constant argument: a constant node, or a tuple literal of them.
+enum ConstantValue<'m> {
+    Tensor(&'m NDArray),
+    Tuple(Vec<ConstantValue<'m>>),
 }
 
-/// The value of a constant, or of a tuple literal of constants.
-fn constant_value(m: &Module, id: ExprId) -> Option<Value> {
+impl ConstantValue<'_> {
+    /// The value, copied out of the graph.
+    fn materialize(&self) -> Value {
+        match self {
+            ConstantValue::Tensor(t) => Value::Tensor((*t).clone()),
+            ConstantValue::Tuple(fields) => {
+                Value::Tuple(fields.iter().map(ConstantValue::materialize).collect())
+            }
+        }
+    }
+}
+
+/// `id` as a constant value (borrowed from the graph), if it is one.
+fn constant_value(m: &Module, id: ExprId) -> Option<ConstantValue<'_>> {
     match m.kind(id) {
-        ExprKind::Constant(c) => Some(Value::Tensor((**c).clone())),
-        ExprKind::Tuple(fields) => Some(Value::Tuple(
+        ExprKind::Constant(c) => Some(ConstantValue::Tensor(c)),
+        ExprKind::Tuple(fields) => Some(ConstantValue::Tuple(
             fields
                 .iter()
                 .map(|&f| constant_value(m, f))
