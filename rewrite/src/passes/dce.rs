@@ -54,10 +54,10 @@ fn live_globals(m: &Module) -> Result<BTreeSet<String>> {
             continue;
         };
         for id in post_order(m, f) {
-            if let ExprKind::GlobalVar(g) = m.kind(id) {
-                if live.insert(g.clone()) {
-                    work.push(g.clone());
-                }
+            if let ExprKind::GlobalVar(g) = m.kind(id)
+                && live.insert(g.clone())
+            {
+                work.push(g.clone());
             }
         }
     }

@@ -1,6 +1,6 @@
-//! `FoldScaleAxis` (level 3): folds a per-channel scale that follows a convolution or a
-//! dense layer into its weights (Relay's backward scale-axis folding, the direction that
-//! batch norms after convolutions need):
+//! `FoldScaleAxis` (level 3): folds per-channel scales into convolution and dense
+//! weights, in both of Relay's directions. Backward (the direction batch norms after
+//! convolutions need) folds a scale that follows the layer:
 //!
 //! ```text
 //! multiply(nn.conv2d(x, W), S)  ->  nn.conv2d(x, multiply(W, reshape(S, [C', 1, 1, 1])))
@@ -15,7 +15,18 @@
 //! weight's first axis is always the output channel in OIHW). A bias between the two is
 //! scaled too: `multiply(add(conv, b), S) -> add(conv', multiply(b, S))` for a constant
 //! `b` that does not broadcast the output up, and `nn.bias_add(conv, b, axis=channel)` with
-//! `b * reshape(S, [C'])`. `FoldConstant` then folds the new weight expressions.
+//! `b * reshape(S, [C'])`. Forward folds a scale on the layer's input channels:
+//!
+//! ```text
+//! nn.conv2d(multiply(x, S), W)  ->  nn.conv2d(x, multiply(W, reshape(S, [1, C', 1, 1])))
+//! nn.dense(multiply(x, S), W)   ->  nn.dense(x, multiply(W, reshape(S, [1, C'])))
+//! ```
+//!
+//! sound for any padding (zero padding scaled is still zero); for conv2d only with
+//! `groups == 1`, for depthwise convolutions with one output per input channel (the
+//! scale goes on the weight's first axis instead), or with a scalar `S`. Relay's forward
+//! pass also looks through positive-scale relus; kiln does not. `FoldConstant` then folds
+//! the new weight expressions.
 //!
 //! "Constant" means built from constants by op calls (what `FoldConstant` folds), so a
 //! bias scaled by an earlier sweep still counts.
@@ -39,7 +50,7 @@ use crate::pass::{Pass, PassContext, PassInfo, PassOutcome};
 /// of scales).
 pub const MAX_ROUNDS: usize = 8;
 
-/// Relay's `FoldScaleAxis` (backward direction).
+/// Relay's `FoldScaleAxis` (backward, then forward, per node).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FoldScaleAxis;
 
@@ -69,14 +80,19 @@ impl Pass for FoldScaleAxis {
     }
 }
 
-/// One sweep: every `multiply` of the *input* module that matches is folded. Patterns are
-/// matched on the input (its structure and use counts); the replacement is built from the
-/// rebuilt nodes, which have the same structure (only multiplies are ever replaced, and a
-/// match never looks through one).
+/// One sweep: every `multiply` (backward) or conv2d/dense (forward) of the *input* module
+/// that matches is folded. Patterns are matched on the input (its structure and use
+/// counts); the replacement is built from the rebuilt nodes, which have the same op and
+/// arity (a multiply is replaced by what it scaled, a conv2d or dense by a conv2d or dense
+/// over the same data position, and a backward match never looks through a multiply).
 fn fold_round(src: &Module) -> Result<(Module, usize)> {
     let uses = use_counts(src);
     let mut folded = 0;
     let out = rewrite_module(src, |m, orig, id| {
+        if let Some(r) = fold_forward(m, src, &uses, orig, id)? {
+            folded += 1;
+            return Ok(r);
+        }
         if !is_multiply(src, orig) {
             return Ok(id);
         }
@@ -102,6 +118,77 @@ fn fold_round(src: &Module) -> Result<(Module, usize)> {
         Ok(id)
     })?;
     Ok((out, folded))
+}
+
+/// The forward direction at a conv2d or dense `orig` (rebuilt as `id`): its data is a
+/// single-use `multiply(x, S)` with `S` constant along the input channel axis, and the
+/// rebuilt data is still that multiply (a backward fold in this sweep may have claimed it
+/// first).
+fn fold_forward(
+    m: &mut Module,
+    src: &Module,
+    uses: &HashMap<ExprId, usize>,
+    orig: ExprId,
+    id: ExprId,
+) -> Result<Option<ExprId>> {
+    let Some(op @ (Op::Conv2d(_) | Op::Dense(_))) = src.kind(orig).op().cloned() else {
+        return Ok(None);
+    };
+    let (ExprKind::Call { args: old, .. }, ExprKind::Call { args, .. }) =
+        (src.kind(orig), m.kind(id).clone())
+    else {
+        return Ok(None);
+    };
+    let (data, w) = (args[0], args[1]);
+    if uses.get(&old[0]).copied() != Some(1) || !is_multiply(m, data) {
+        return Ok(None);
+    }
+    let ExprKind::Call { args: mul, .. } = m.kind(data).clone() else {
+        return Ok(None);
+    };
+    let (Some(data_ty), Some(w_ty)) = (
+        m.ty(data).as_tensor().cloned(),
+        m.ty(w).as_tensor().cloned(),
+    ) else {
+        return Ok(None);
+    };
+    let axis = match &op {
+        Op::Conv2d(_) => 1,
+        _ => match data_ty.rank().checked_sub(1) {
+            Some(a) => a,
+            None => return Ok(None),
+        },
+    };
+    for (xi, si) in [(0, 1), (1, 0)] {
+        let (x, scale) = (mul[xi], mul[si]);
+        let f = Folder { src, uses, scale };
+        if m.ty(x) != m.ty(data) || !f.scale_is_constant_float(m) {
+            continue;
+        }
+        let Some(k) = f.per_channel(m, &data_ty, axis) else {
+            continue;
+        };
+        let mut shape = vec![1i64; w_ty.rank()];
+        match &op {
+            // Input channel c meets weight column c.
+            Op::Conv2d(c) if c.groups == 1 => shape[1] = k as i64,
+            // Depthwise with one output per input channel: input c meets weight row c.
+            Op::Conv2d(c) if c.groups == w_ty.shape[0] && w_ty.shape[1] == 1 => shape[0] = k as i64,
+            // Other grouped convolutions: only a scalar scale is provably the same.
+            Op::Conv2d(_) if k == 1 => {}
+            Op::Conv2d(_) => continue,
+            _ => shape[1] = k as i64,
+        }
+        let s = f.reshaped_scale(m, shape)?;
+        let w = m.call(
+            Binary {
+                kind: BinaryKind::Multiply,
+            },
+            &[w, s],
+        )?;
+        return Ok(Some(m.call(op.clone(), &[x, w])?));
+    }
+    Ok(None)
 }
 
 fn is_multiply(m: &Module, id: ExprId) -> bool {

@@ -57,10 +57,11 @@ pub(crate) fn primitive_nodes(m: &Module) -> HashSet<ExprId> {
     let mut out = HashSet::new();
     for (_, f) in m.globals() {
         for id in post_order(m, *f) {
-            if let ExprKind::Function(func) = m.kind(id) {
-                if func.attrs.primitive && !out.contains(&id) {
-                    out.extend(post_order(m, id));
-                }
+            if let ExprKind::Function(func) = m.kind(id)
+                && func.attrs.primitive
+                && !out.contains(&id)
+            {
+                out.extend(post_order(m, id));
             }
         }
     }
