@@ -127,3 +127,28 @@ fn passes_on_a_module_without_main() {
     let e = bind_params(&m, &BTreeMap::new()).unwrap_err().to_string();
     assert!(e.contains("no @main"), "{e}");
 }
+
+#[test]
+fn infer_type_repairs_a_wrong_stored_type() {
+    use kiln_ir::op::{Unary, UnaryKind};
+    use kiln_ir::{Callee, ExprKind, Module, Op, Type};
+    let mut m = Module::new();
+    let x = m.var("x", Type::tensor([2, 3], DType::F32));
+    // A node pushed with a wrong type, as a buggy pass might.
+    let relu = m.push_unchecked(
+        ExprKind::Call {
+            callee: Callee::Op(Op::from(Unary {
+                kind: UnaryKind::Relu,
+            })),
+            args: vec![x],
+        },
+        Type::tensor([3, 2], DType::F32),
+    );
+    m.set_main(&[x], relu).unwrap();
+    assert!(kiln_ir::verify::verify(&m).is_err());
+    let out = InferType.run(&m, &PassContext::default()).unwrap();
+    assert_eq!(out.details, [("retyped".to_string(), "2".to_string())]);
+    kiln_ir::verify::verify(&out.module).unwrap();
+    let main = out.module.main().unwrap();
+    assert_eq!(out.module.ty(main.body), &Type::tensor([2, 3], DType::F32));
+}
