@@ -152,3 +152,47 @@ fn infer_type_repairs_a_wrong_stored_type() {
     let main = out.module.main().unwrap();
     assert_eq!(out.module.ty(main.body), &Type::tensor([2, 3], DType::F32));
 }
+
+/// A custom op (`my.double`, doubling its argument), to check the passes leave such
+/// calls alone.
+#[derive(Debug)]
+struct Double;
+
+impl kiln_ir::op::CustomOpDef for Double {
+    fn name(&self) -> &str {
+        "my.double"
+    }
+    fn infer_type(&self, args: &[kiln_ir::Type]) -> kiln_ir::Result<kiln_ir::Type> {
+        Ok(args[0].clone())
+    }
+    fn eval(
+        &self,
+        args: &[kiln_ir::Value],
+        _out: &kiln_ir::Type,
+    ) -> kiln_ir::Result<kiln_ir::Value> {
+        let t = args[0].as_tensor("x")?;
+        let v: Vec<f64> = t.to_f64_vec().iter().map(|x| 2.0 * x).collect();
+        Ok(kiln_ir::Value::Tensor(NDArray::from_f64(
+            t.shape().to_vec(),
+            t.dtype(),
+            v,
+        )?))
+    }
+}
+
+#[test]
+fn custom_op_calls_are_neither_folded_nor_merged() {
+    use kiln_rewrite::passes::{EliminateCommonSubexpr, FoldConstant};
+    let mut m = kiln_ir::Module::new();
+    let c = m.constant(NDArray::full(vec![2], DType::F32, 1.5));
+    let op = kiln_ir::Op::Custom(kiln_ir::op::CustomOp::new(Double));
+    let a = m.call(op.clone(), &[c]).unwrap();
+    let b = m.call(op, &[c]).unwrap();
+    let t = m.tuple(&[a, b]).unwrap();
+    m.set_main(&[], t).unwrap();
+    let ctx = PassContext::default();
+    let folded = FoldConstant::default().run(&m, &ctx).unwrap();
+    assert_eq!(folded.details[0], ("folded".to_string(), "0".to_string()));
+    let merged = EliminateCommonSubexpr.run(&m, &ctx).unwrap();
+    assert_eq!(merged.details[0], ("merged".to_string(), "0".to_string()));
+}

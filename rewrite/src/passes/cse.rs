@@ -3,12 +3,12 @@
 //! the same fields and two projections of the same field of the same tuple are one
 //! node. Arguments are compared by id after their own merging, so merging runs bottom-up
 //! in one sweep. Small constants (at most [`VALUE_COMPARED_ELEMENTS`] elements) are
-//! compared by value, larger ones by id. Variables, functions and global references are
-//! never merged. Merging is per global function (nothing is shared across functions).
+//! compared by value, larger ones by id. Variables, functions, global references and
+//! calls of custom ops (user code, not known to be pure) are never merged. Merging is per global function (nothing is shared across functions).
 
 use std::collections::HashMap;
 
-use kiln_ir::{Callee, DType, ExprId, ExprKind, Module};
+use kiln_ir::{Callee, DType, ExprId, ExprKind, Module, Op};
 
 use super::rewrite_module;
 use crate::error::Result;
@@ -68,6 +68,11 @@ impl Pass for EliminateCommonSubexpr {
 /// What makes node `id` equal to another, or `None` for nodes never merged.
 fn key(m: &Module, id: ExprId) -> Option<Key> {
     Some(match m.kind(id) {
+        // A custom op's evaluation is the user's code, not known to be pure.
+        ExprKind::Call {
+            callee: Callee::Op(Op::Custom(_)),
+            ..
+        } => return None,
         ExprKind::Call { callee, args } => Key::Call(callee.clone(), args.clone()),
         ExprKind::Tuple(fields) => Key::Tuple(fields.clone()),
         ExprKind::TupleGetItem { tuple, index } => Key::Get(*tuple, *index),
