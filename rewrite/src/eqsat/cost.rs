@@ -20,8 +20,9 @@ pub trait CostModel: Send + Sync {
 }
 
 /// `flop * FLOPs + byte * (bytes read + bytes written) + kernel`. Ops that only
-/// reinterpret their input's shape (reshape, squeeze, expand_dims, batch_flatten) move
-/// no bytes and cost `kernel` alone.
+/// reinterpret their input's shape (reshape, squeeze, expand_dims, batch_flatten) and a
+/// `split` into contiguous pieces (every axis before the split axis of extent 1) move no
+/// bytes and cost `kernel` alone.
 #[derive(Clone, Debug)]
 pub struct FlopsBytes {
     pub flop: f64,
@@ -92,13 +93,27 @@ pub fn is_view(op: &Op) -> bool {
     )
 }
 
+/// Whether `split` on `args` cuts its input into contiguous pieces (views).
+pub fn contiguous_split(op: &Op, args: &[Type]) -> bool {
+    let (Op::Split(split), Some(t)) = (op, args.first().and_then(Type::as_tensor)) else {
+        return false;
+    };
+    let rank = t.rank() as i64;
+    let axis = if split.axis < 0 {
+        split.axis + rank
+    } else {
+        split.axis
+    };
+    (0..rank).contains(&axis) && t.shape[..axis as usize].iter().all(|&d| d == 1)
+}
+
 impl CostModel for FlopsBytes {
     fn name(&self) -> &str {
         "flops+bytes"
     }
 
     fn op_cost(&self, op: &Op, args: &[Type], out: &Type) -> f64 {
-        if is_view(op) {
+        if is_view(op) || contiguous_split(op, args) {
             return self.kernel;
         }
         let moved = args.iter().map(bytes).sum::<f64>() + bytes(out);

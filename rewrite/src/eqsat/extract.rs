@@ -10,7 +10,10 @@
 //! best term got cheaper, until nothing improves (each update strictly lowers a class's
 //! cost, so this ends; [`MAX_ROUNDS`] bounds the work anyway). A node whose children's sets already
 //! contain its own class would close a cycle and is skipped. The result is a heuristic —
-//! exact DAG extraction is NP-hard — so the pass also builds the tree-cost choice
+//! exact DAG extraction is NP-hard — so [`improve_shared`] then tries joint moves of
+//! several classes onto one shared new subterm (what merging parallel layers needs: no
+//! single class gets cheaper by it, the pair does), and the pass also builds the
+//! tree-cost choice
 //! ([`tree_choice`]), measures both with [`super::cost::function_cost`] and keeps the
 //! cheaper, and keeps the input when neither is cheaper than it.
 
@@ -129,6 +132,101 @@ pub fn dag_choice(g: &EGraph, model: &dyn CostModel) -> HashMap<Id, Node> {
         }
     }
     best.into_iter().map(|(c, (n, _, _))| (c, n)).collect()
+}
+
+/// The DAG cost of the term rooted at `root` under `choice` (every class once) and its
+/// classes; `None` if the choice is cyclic or misses a class.
+pub fn term_cost(
+    g: &EGraph,
+    model: &dyn CostModel,
+    root: Id,
+    choice: &HashMap<Id, Node>,
+) -> Option<(f64, HashSet<Id>)> {
+    let mut done: HashSet<Id> = HashSet::new();
+    let mut on_path: HashSet<Id> = HashSet::new();
+    let mut total = 0.0;
+    // Iterative DFS: (class, children pushed?).
+    let mut stack = vec![(g.find(root), false)];
+    while let Some((c, expanded)) = stack.pop() {
+        if expanded {
+            on_path.remove(&c);
+            done.insert(c);
+            let node = &choice[&c];
+            total += node_cost(g, model, node, node_is_const(g, node));
+            continue;
+        }
+        if done.contains(&c) {
+            continue;
+        }
+        if !on_path.insert(c) {
+            return None;
+        }
+        stack.push((c, true));
+        for &k in choice.get(&c)?.children() {
+            let k = g.find(k);
+            if on_path.contains(&k) {
+                return None;
+            }
+            if !done.contains(&k) {
+                stack.push((k, false));
+            }
+        }
+    }
+    Some((total, done))
+}
+
+/// Improves `choice` by moves the greedy pass cannot see: when several classes of the
+/// current term each have a node using one class `s` outside the term (the fields of a
+/// merged layer's split, say), choosing those nodes together pays for `s` once; the
+/// move is kept when the term's DAG cost drops. Returns the number of moves kept.
+pub fn improve_shared(
+    g: &EGraph,
+    model: &dyn CostModel,
+    root: Id,
+    choice: &mut HashMap<Id, Node>,
+) -> usize {
+    let Some((mut cost, mut term)) = term_cost(g, model, root, choice) else {
+        return 0;
+    };
+    let mut kept = 0;
+    let classes: Vec<Id> = g.classes().map(|c| c.id).collect();
+    for s in classes {
+        if term.contains(&s) {
+            continue;
+        }
+        let mut users: Vec<(Id, Node)> = vec![];
+        let mut seen: HashSet<Id> = HashSet::new();
+        for p in g[s].parents() {
+            let pc = g.find(p);
+            if !term.contains(&pc) || !seen.insert(pc) {
+                continue;
+            }
+            let current = &choice[&pc];
+            if let Some(n) = g[pc]
+                .nodes
+                .iter()
+                .find(|n| *n != current && n.children().iter().any(|&k| g.find(k) == s))
+            {
+                users.push((pc, n.clone()));
+            }
+        }
+        if users.len() < 2 {
+            continue;
+        }
+        let mut trial = choice.clone();
+        for (c, n) in users {
+            trial.insert(c, n);
+        }
+        if let Some((t, tt)) = term_cost(g, model, root, &trial)
+            && t < cost - 1e-9 * cost.abs()
+        {
+            *choice = trial;
+            cost = t;
+            term = tt;
+            kept += 1;
+        }
+    }
+    kept
 }
 
 /// Tree cost with the same model (a shared subterm is paid per use).

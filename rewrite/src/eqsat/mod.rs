@@ -141,10 +141,10 @@ impl EqSat {
             None => "unknown".to_string(),
         };
         let t = Instant::now();
-        let mut best: Option<(Module, f64)> = None;
         // The greedy-DAG choice; egg's tree-cost choice only when that fails or is not
         // cheaper than the input (it fills classes the DAG pass left without a term).
         let mut dag = extract::dag_choice(&g, self.cost.as_ref());
+        extract::improve_shared(&g, self.cost.as_ref(), root, &mut dag);
         let mut best = self.rebuild(m, func, &f, &g, root, &dag).ok();
         if best.as_ref().is_none_or(|(_, c)| *c >= cost_before) {
             let tree = extract::tree_choice(&g, self.cost.as_ref());
