@@ -111,17 +111,22 @@ fn resnet50_full_size_within_limits_and_not_costlier() {
     eprintln!("ResNet-50 EqSat: {:.1} ms {:?}", rec.time_ms, rec.details);
     // The batch norms right after a convolution fold into its weights (33 of 51); of
     // the pre-activation ones (before a relu), the cost model keeps some.
-    let bns = |m: &kiln_ir::Module| {
+    let count = |m: &kiln_ir::Module, name: &str| {
         let main = m.main().unwrap();
         kiln_ir::visit::body_order(m, main.body)
             .into_iter()
-            .filter(|&id| {
-                m.kind(id)
-                    .op()
-                    .is_some_and(|op| op.name() == "nn.batch_norm")
-            })
+            .filter(|&id| m.kind(id).op().is_some_and(|op| op.name() == name))
             .count()
     };
+    let bns = |m: &kiln_ir::Module| count(m, "nn.batch_norm");
+    eprintln!(
+        "batch norms {} -> {}, convolutions {} -> {}, splits {}",
+        bns(&m),
+        bns(&out),
+        count(&m, "nn.conv2d"),
+        count(&out, "nn.conv2d"),
+        count(&out, "split")
+    );
     assert_eq!(bns(&m), 51);
     assert!(bns(&out) <= 18, "{} batch norms left", bns(&out));
 }

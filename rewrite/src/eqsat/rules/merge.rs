@@ -2,7 +2,8 @@
 //! `nn.conv2d(x, Wn)` with the same attributes are the fields of
 //! `split(nn.conv2d(x, concatenate(W1, ..., Wn)), axis=1)`; likewise `nn.dense` (split
 //! along axis 1 of its `[N, units]` result). One kernel reads `x` once instead of `n`
-//! times; the cost model decides whether that pays for the split. See `RULES.md`.
+//! times; the cost model decides whether that pays for the split. Each pair of such
+//! layers and the whole group are proposed; extraction picks what pays. See `RULES.md`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -93,20 +94,44 @@ fn merge(g: &EGraph, c: Id, name: &str) -> Vec<Term> {
     if group.len() < 2 || group.len() > MAX_MERGED {
         return vec![];
     }
-    let Some(k) = group.keys().position(|&p| p == c) else {
+    let members: Vec<(Id, Id)> = group.into_iter().collect();
+    let Some(&mine) = members.iter().find(|m| m.0 == c) else {
         return vec![];
     };
+    // Every pair containing `c`, and the whole group: the extraction picks the subset
+    // that pays (a layer and its rescaled copy, both on `x`, should not merge together).
+    let mut subsets: Vec<Vec<(Id, Id)>> = members
+        .iter()
+        .filter(|m| m.0 != c)
+        .map(|&other| {
+            let mut pair = vec![other, mine];
+            pair.sort();
+            pair
+        })
+        .collect();
+    if members.len() > 2 {
+        subsets.push(members.clone());
+    }
+    subsets
+        .into_iter()
+        .filter_map(|subset| merged_field(g, &op, x, &subset, c))
+        .collect()
+}
+
+/// Field `c` of `split(op(x, concatenate(weights of subset)))`.
+fn merged_field(g: &EGraph, op: &Op, x: Id, subset: &[(Id, Id)], c: Id) -> Option<Term> {
+    let k = subset.iter().position(|&(p, _)| p == c)?;
     let mut indices = vec![];
     let mut at = 0i64;
-    for &w in group.values().take(group.len() - 1) {
+    for &(_, w) in &subset[..subset.len() - 1] {
         at += tensor(g, w)
             .and_then(|t| t.shape.first())
             .map_or(0, |&d| d as i64);
         indices.push(at);
     }
-    let weights = Term::Tuple(group.values().map(|&w| w.into()).collect());
+    let weights = Term::Tuple(subset.iter().map(|&(_, w)| w.into()).collect());
     let cat = Term::call(Concatenate { axis: 0 }, vec![weights]);
-    let merged = Term::call(op, vec![x.into(), cat]);
+    let merged = Term::call(op.clone(), vec![x.into(), cat]);
     let split = Term::call(
         Split {
             indices_or_sections: SplitSpec::Indices(indices),
@@ -114,5 +139,5 @@ fn merge(g: &EGraph, c: Id, name: &str) -> Vec<Term> {
         },
         vec![merged],
     );
-    vec![Term::Get(k, Box::new(split))]
+    Some(Term::Get(k, Box::new(split)))
 }
