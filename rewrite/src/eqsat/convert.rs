@@ -75,18 +75,26 @@ pub fn to_egraph(m: &Module, func: ExprId) -> Result<(EGraph, Id)> {
 /// functions, global references: what fusion produces), or `None` if it can.
 pub fn unsupported(m: &Module, func: ExprId) -> Option<String> {
     let f = m.function_at(func).ok()?;
-    kiln_ir::visit::post_order(m, f.body)
-        .into_iter()
-        .find_map(|id| match m.kind(id) {
+    let order = kiln_ir::visit::body_order(m, f.body);
+    let has = |pred: &dyn Fn(&ExprKind) -> bool| order.iter().any(|&id| pred(m.kind(id)));
+    let why = if has(&|k| {
+        matches!(
+            k,
             ExprKind::Call {
                 callee: Callee::Expr(_),
                 ..
-            } => Some("it calls functions (equality saturation runs before fusion)"),
-            ExprKind::Function(_) => Some("it contains nested functions"),
-            ExprKind::GlobalVar(_) => Some("it refers to global functions"),
-            _ => None,
-        })
-        .map(String::from)
+            }
+        )
+    }) {
+        "it calls functions (equality saturation runs before fusion)"
+    } else if has(&|k| matches!(k, ExprKind::Function(_))) {
+        "it contains nested functions"
+    } else if has(&|k| matches!(k, ExprKind::GlobalVar(_))) {
+        "it refers to global functions"
+    } else {
+        return None;
+    };
+    Some(why.to_string())
 }
 
 /// Builds the term rooted at `root` that picks node `choice(class)` in every class into

@@ -144,7 +144,7 @@ impl EqSat {
         // The greedy-DAG choice; egg's tree-cost choice only when that fails or is not
         // cheaper than the input (it fills classes the DAG pass left without a term).
         let mut dag = extract::dag_choice(&g, self.cost.as_ref());
-        extract::improve_shared(&g, self.cost.as_ref(), root, &mut dag);
+        extract::improve(&g, self.cost.as_ref(), root, &mut dag);
         let mut best = self.rebuild(m, func, &f, &g, root, &dag).ok();
         if best.as_ref().is_none_or(|(_, c)| *c >= cost_before) {
             let tree = extract::tree_choice(&g, self.cost.as_ref());
@@ -253,5 +253,101 @@ impl Pass for EqSat {
         let mut out = PassOutcome::new(m);
         out.details = details;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_ir::op::{Binary, BinaryKind, Unary, UnaryKind};
+    use kiln_ir::{DType, FnAttrs, Type};
+
+    fn relu_twice() -> Module {
+        let mut m = Module::new();
+        let x = m.var("x", Type::tensor([3], DType::F32));
+        let r = m
+            .call(
+                Unary {
+                    kind: UnaryKind::Relu,
+                },
+                &[x],
+            )
+            .unwrap();
+        let rr = m
+            .call(
+                Unary {
+                    kind: UnaryKind::Relu,
+                },
+                &[r],
+            )
+            .unwrap();
+        m.set_main(&[x], rr).unwrap();
+        m
+    }
+
+    fn detail<'a>(out: &'a PassOutcome, key: &str) -> Option<&'a str> {
+        out.details
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn the_pass_reports_its_run() {
+        let m = relu_twice();
+        let pass = EqSat::new();
+        assert_eq!(
+            pass.info(),
+            PassInfo {
+                name: "EqSat",
+                opt_level: 3
+            }
+        );
+        let out = pass.run(&m, &PassContext::default()).unwrap();
+        assert_eq!(detail(&out, "stop"), Some("saturated"));
+        let before: f64 = detail(&out, "cost_before").unwrap().parse().unwrap();
+        let after: f64 = detail(&out, "cost_after").unwrap().parse().unwrap();
+        assert!(after < before);
+        assert!(detail(&out, "enodes").is_some() && detail(&out, "iterations").is_some());
+        let printed = kiln_ir::text::print_module(&out.module, &Default::default());
+        assert_eq!(printed.matches("nn.relu").count(), 1, "{printed}");
+    }
+
+    #[test]
+    fn without_rules_the_input_is_kept() {
+        let m = relu_twice();
+        let pass = EqSat {
+            rules: vec![],
+            ..EqSat::new()
+        };
+        let (out, stats) = pass.optimize_function(&m, m.main_id().unwrap()).unwrap();
+        assert!(!stats.changed);
+        assert_eq!(stats.cost_after, stats.cost_before);
+        assert_eq!(out.main_id().unwrap(), m.main_id().unwrap());
+    }
+
+    #[test]
+    fn zero_limits_are_refused() {
+        let m = relu_twice();
+        let mut pass = EqSat::new();
+        pass.config.node_limit = 0;
+        let err = pass
+            .optimize_function(&m, m.main_id().unwrap())
+            .unwrap_err();
+        assert!(err.to_string().contains("limits must be positive"), "{err}");
+    }
+
+    #[test]
+    fn fused_functions_are_skipped_with_a_reason() {
+        let mut m = Module::new();
+        let p = m.var("p", Type::tensor([3], DType::F32));
+        let body = m.call(Binary::new(BinaryKind::Add), &[p, p]).unwrap();
+        let f = m.function(&[p], body, FnAttrs { primitive: true }).unwrap();
+        let x = m.var("x", Type::tensor([3], DType::F32));
+        let call = m.call_function(f, &[x]).unwrap();
+        m.set_main(&[x], call).unwrap();
+        let out = EqSat::new().run(&m, &PassContext::default()).unwrap();
+        assert!(detail(&out, "skipped").unwrap().contains("calls functions"));
+        assert_eq!(out.module.main_id().unwrap(), m.main_id().unwrap());
     }
 }
