@@ -1,8 +1,10 @@
 //! Algebraic simplification: identities of elementwise arithmetic (`x * 1`, `x + 0`,
-//! `x - 0`, `x / 1`, `-(-x)`, `relu(relu x)`) and commutativity and associativity of
-//! `add` and `multiply`. Identities that drop an operand apply only where the result
-//! keeps the type (a broadcast `1` that widens `x` is no identity) — the type check
-//! every rewrite passes enforces that. See `RULES.md`.
+//! `x - 0`, `x / 1`, `-(-x)`, `relu(relu x)`) and restricted commutativity and
+//! associativity of `add` and `multiply` (STYLE habit 4: never blanket — they blow up
+//! the e-graph): commutativity for operands of one type, associativity only towards a
+//! regrouped pair that already exists or is made of constants. Identities that drop an
+//! operand apply only where the result keeps the type (a broadcast `1` that widens `x`
+//! is no identity) — the type check every rewrite passes enforces that. See `RULES.md`.
 
 use std::sync::Arc;
 
@@ -10,7 +12,8 @@ use egg::Id;
 use kiln_ir::op::{Binary, BinaryKind};
 
 use crate::eqsat::analysis::EGraph;
-use crate::eqsat::rule::{FnRule, Rule, Term, calls_named, is_float, is_splat, tensor};
+use crate::eqsat::lang::Node;
+use crate::eqsat::rule::{FnRule, Rule, Term, calls_named, is_const, is_float, is_splat, tensor};
 
 const FAMILY: &str = "algebraic";
 
@@ -102,12 +105,12 @@ fn relu_relu(g: &EGraph, c: Id) -> Vec<Term> {
     out
 }
 
-/// `a + b = b + a`.
+/// `a + b = b + a` for operands of one type.
 fn add_comm(g: &EGraph, c: Id) -> Vec<Term> {
     commute(g, c, BinaryKind::Add)
 }
 
-/// `a * b = b * a`.
+/// `a * b = b * a` for operands of one type.
 fn mul_comm(g: &EGraph, c: Id) -> Vec<Term> {
     commute(g, c, BinaryKind::Multiply)
 }
@@ -116,17 +119,19 @@ fn commute(g: &EGraph, c: Id, kind: BinaryKind) -> Vec<Term> {
     let op = Binary::new(kind);
     binary_args(g, c, kind.name())
         .into_iter()
-        .filter(|[a, b]| a != b)
+        .filter(|[a, b]| a != b && g[*a].data.ty == g[*b].data.ty)
         .map(|[a, b]| Term::call(op.clone(), vec![b.into(), a.into()]))
         .collect()
 }
 
-/// `(a + b) + c = a + (b + c)` for float operands of one shape.
+/// `(a + b) + c = a + (b + c)` for float operands of one shape, when `b + c` is
+/// already in the e-graph (so the regrouping exposes sharing) or `b`, `c` are both
+/// constants (so it folds).
 fn add_assoc(g: &EGraph, c: Id) -> Vec<Term> {
     associate(g, c, BinaryKind::Add)
 }
 
-/// `(a * b) * c = a * (b * c)` for float operands of one shape.
+/// `(a * b) * c = a * (b * c)`, under the same conditions as [`add_assoc`].
 fn mul_assoc(g: &EGraph, c: Id) -> Vec<Term> {
     associate(g, c, BinaryKind::Multiply)
 }
@@ -138,7 +143,11 @@ fn associate(g: &EGraph, c: Id, kind: BinaryKind) -> Vec<Term> {
     for [ab, z] in binary_args(g, c, name) {
         for [x, y] in binary_args(g, ab, name) {
             let same = [x, y, z].iter().all(|&v| tensor(g, v) == tensor(g, c));
-            if same && is_float(g, c) {
+            let useful = g
+                .lookup(Node::Call(op.clone().into(), vec![y, z]))
+                .is_some()
+                || (is_const(g, y) && is_const(g, z));
+            if same && useful && is_float(g, c) {
                 let inner = Term::call(op.clone(), vec![y.into(), z.into()]);
                 out.push(Term::call(op.clone(), vec![x.into(), inner]));
             }
