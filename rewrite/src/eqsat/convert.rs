@@ -150,3 +150,42 @@ fn build(
     built.insert(class, e);
     Ok(e)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eqsat::cost::FlopsBytes;
+    use crate::eqsat::extract::tree_choice;
+    use kiln_ir::text::print_module;
+    use kiln_ir::{DType, zoo};
+
+    #[test]
+    fn a_module_round_trips_through_the_egraph() {
+        let (m, _) = zoo::resnet(18, 1, [3, 32, 32], DType::F32, 0).unwrap();
+        let main = m.main_id().unwrap();
+        let (g, root) = to_egraph(&m, main).unwrap();
+        // One class per distinct node, nothing merged.
+        assert_eq!(g.total_number_of_nodes(), g.number_of_classes());
+        let choice = tree_choice(&g, &FlopsBytes::default());
+        let mut out = m.clone();
+        let body = to_module(&g, root, &|c| choice.get(&c).cloned(), &mut out).unwrap();
+        let params = m.main().unwrap().params.clone();
+        out.set_main(&params, body).unwrap();
+        let opts = Default::default();
+        assert_eq!(print_module(&out, &opts), print_module(&m, &opts));
+        assert!(unsupported(&m, main).is_none());
+    }
+
+    #[test]
+    fn bad_inputs_are_errors() {
+        let mut m = Module::new();
+        let x = m.var("x", kiln_ir::Type::tensor([2], DType::F32));
+        m.set_main(&[x], x).unwrap();
+        // `x` is not a function.
+        assert!(to_egraph(&m, x).is_err());
+        let (g, root) = to_egraph(&m, m.main_id().unwrap()).unwrap();
+        // A choice that misses the root's class.
+        let err = to_module(&g, root, &|_| None, &mut m.clone()).unwrap_err();
+        assert!(err.to_string().contains("no term was chosen"), "{err}");
+    }
+}
