@@ -327,6 +327,25 @@ mod tests {
     }
 
     #[test]
+    fn each_limit_stops_the_run_and_is_reported() {
+        let m = relu_twice();
+        let main = m.main_id().unwrap();
+        let limited = |f: &dyn Fn(&mut EqSatConfig)| {
+            let mut pass = EqSat::new();
+            f(&mut pass.config);
+            pass.optimize_function(&m, main).unwrap().1
+        };
+        let s = limited(&|c| c.node_limit = 1);
+        assert_eq!(s.stop, "node limit");
+        let s = limited(&|c| c.iter_limit = 1);
+        assert_eq!((s.stop.as_str(), s.iterations), ("iteration limit", 1));
+        let s = limited(&|c| c.time_limit = Duration::from_nanos(1));
+        assert_eq!(s.stop, "time limit");
+        // Stopped early or not, the result never costs more than the input.
+        assert!(s.cost_after <= s.cost_before);
+    }
+
+    #[test]
     fn zero_limits_are_refused() {
         let m = relu_twice();
         let mut pass = EqSat::new();
