@@ -4,7 +4,8 @@
 //! program agrees with the original in the reference interpreter within `TOL`
 //! (absolute and relative; float32 reassociation and folding change the last bits).
 //! Also: the checker catches a deliberately wrong rule, refuses a rule that never fires,
-//! and passes a sound user-written rule; an ill-typed rewrite is never applied.
+//! and passes a sound user-written rule; an ill-typed rewrite is never applied; and the
+//! whole pass, all rules together, keeps the values of random programs.
 //! `KILN_CASES` raises the case count.
 
 use kiln_ir::interp::Inputs;
@@ -506,4 +507,114 @@ fn an_ill_typed_rewrite_is_never_applied() {
     assert_eq!(g.analysis.rejected, 1);
     assert!(g.analysis.errors.is_empty());
     assert_eq!(g[g.find(root)].nodes.len(), 1);
+}
+
+// --- the whole pass on random programs ------------------------------------------------
+
+/// One step of a random program over a pool of `[r, c]` values (plus constants).
+#[derive(Clone, Debug)]
+enum Step {
+    Bin(usize, usize, usize),
+    ConstBin(usize, usize, u8),
+    Unary(usize, usize),
+    TransposeTwice(usize),
+    Reshape(usize),
+    Parallel(usize),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (0usize..4, any::<usize>(), any::<usize>()).prop_map(|(k, a, b)| Step::Bin(k, a, b)),
+        (0usize..4, any::<usize>(), 0u8..4).prop_map(|(k, a, c)| Step::ConstBin(k, a, c)),
+        (0usize..3, any::<usize>()).prop_map(|(k, a)| Step::Unary(k, a)),
+        any::<usize>().prop_map(Step::TransposeTwice),
+        any::<usize>().prop_map(Step::Reshape),
+        any::<usize>().prop_map(Step::Parallel),
+    ]
+}
+
+/// A program of `steps` on `x: [r, c]`; every value stays `[r, c]` (parallel dense
+/// layers use `[c, c]` weights), and the result is a tuple of the last three values.
+fn program(r: usize, c: usize, steps: &[Step], seed: u64) -> (Module, Inputs) {
+    let kinds = [
+        BinaryKind::Add,
+        BinaryKind::Multiply,
+        BinaryKind::Subtract,
+        BinaryKind::Maximum,
+    ];
+    let mut b = Lhs::new(seed);
+    let x = b.var(&[r, c]);
+    let mut pool = vec![x];
+    for s in steps {
+        let pick = |i: &usize| pool[i % pool.len()];
+        let v = match s {
+            Step::Bin(k, i, j) => b.bin(kinds[*k], pick(i), pick(j)),
+            Step::ConstBin(k, i, which) => {
+                let k2 = match *which {
+                    0 => b.splat(&[], 1.0),
+                    1 => b.splat(&[], 0.0),
+                    2 => b.konst(&[c], -1.0, 1.0),
+                    _ => b.konst(&[r, c], -1.0, 1.0),
+                };
+                b.bin(kinds[*k], pick(i), k2)
+            }
+            Step::Unary(k, i) => {
+                let kind = [UnaryKind::Relu, UnaryKind::Negative, UnaryKind::Tanh][*k];
+                b.call(unary(kind), &[pick(i)])
+            }
+            Step::TransposeTwice(i) => {
+                let t = b.call(Transpose::new(None), &[pick(i)]);
+                b.call(Transpose::new(None), &[t])
+            }
+            Step::Reshape(i) => {
+                let flat = b.call(Reshape { newshape: vec![-1] }, &[pick(i)]);
+                b.call(
+                    Reshape {
+                        newshape: vec![r as i64, c as i64],
+                    },
+                    &[flat],
+                )
+            }
+            Step::Parallel(i) => {
+                let w1 = b.konst(&[c, c], -1.0, 1.0);
+                let w2 = b.konst(&[c, c], -1.0, 1.0);
+                let d1 = b.call(Dense { units: None }, &[pick(i), w1]);
+                let d2 = b.call(Dense { units: None }, &[pick(i), w2]);
+                b.bin(BinaryKind::Add, d1, d2)
+            }
+        };
+        pool.push(v);
+    }
+    let n = pool.len();
+    let outs: Vec<ExprId> = pool[n.saturating_sub(3)..].to_vec();
+    let body = b.m.tuple(&outs).unwrap();
+    b.finish(body)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// All rules together on random programs: the pass never raises the cost and the
+    /// result computes what the input does.
+    #[test]
+    fn eqsat_on_random_programs(
+        r in 1usize..4,
+        c in 1usize..4,
+        steps in prop::collection::vec(step(), 1..12),
+        seed in any::<u64>(),
+    ) {
+        let (m, inputs) = program(r, c, &steps, seed);
+        let pass = kiln_rewrite::eqsat::EqSat::new();
+        let (out, stats) = pass.optimize_function(&m, m.main_id().unwrap()).unwrap();
+        kiln_ir::verify::verify(&out).unwrap();
+        prop_assert!(stats.cost_after <= stats.cost_before, "{stats:?}");
+        let want = kiln_ir::interp::evaluate(&m, &inputs).unwrap().flatten();
+        let got = kiln_ir::interp::evaluate(&out, &inputs).unwrap().flatten();
+        if let Some(d) = kiln_rewrite::eqsat::check::differ(&got, &want, TOL, TOL) {
+            return Err(TestCaseError::fail(format!(
+                "{d}\n{}",
+                kiln_ir::text::print_module(&out, &Default::default())
+            )));
+        }
+    }
 }
