@@ -4,6 +4,7 @@
 //! well-typed [`kiln_ir::Module`] to a well-typed module with the same values (within the
 //! op's floating-point tolerance). Depends on `kiln-ir` only.
 
+pub mod eqsat;
 pub mod error;
 pub mod pass;
 pub mod passes;

@@ -1,0 +1,206 @@
+//! The cost model: [`CostModel`] gives the run-time cost of one op call from its
+//! argument and result types; [`FlopsBytes`] is the default (floating-point operations
+//! plus bytes moved plus a fixed per-kernel overhead). Compile-time constants cost
+//! nothing: a node whose arguments are all constants folds before the program runs.
+//! [`function_cost`] is the cost of a whole function counted as a DAG — every
+//! reachable node once, however many users it has — and is the measure the pass
+//! compares before and after saturation.
+
+use std::collections::HashMap;
+
+use kiln_ir::{Callee, ExprId, ExprKind, Module, Op, Type};
+
+use crate::error::Result;
+
+/// The run-time cost of op calls.
+pub trait CostModel: Send + Sync {
+    fn name(&self) -> &str;
+    /// The cost of one call of `op` on arguments of types `args`, returning `out`.
+    fn op_cost(&self, op: &Op, args: &[Type], out: &Type) -> f64;
+}
+
+/// `flop * FLOPs + byte * (bytes read + bytes written) + kernel`. Ops that only
+/// reinterpret their input's shape (reshape, squeeze, expand_dims, batch_flatten) and a
+/// `split` into contiguous pieces (every axis before the split axis of extent 1) move no
+/// bytes and cost `kernel` alone.
+#[derive(Clone, Debug)]
+pub struct FlopsBytes {
+    pub flop: f64,
+    pub byte: f64,
+    pub kernel: f64,
+}
+
+impl Default for FlopsBytes {
+    /// Weights for a CPU: a byte moved costs a quarter of a FLOP (one f32 element moved
+    /// ≈ one FLOP), a kernel call about 1000 FLOPs of overhead.
+    fn default() -> FlopsBytes {
+        FlopsBytes {
+            flop: 1.0,
+            byte: 0.25,
+            kernel: 1000.0,
+        }
+    }
+}
+
+/// Elements of a value (all fields of a tuple).
+pub fn numel(ty: &Type) -> f64 {
+    match ty {
+        Type::Tensor(t) => t.numel() as f64,
+        Type::Tuple(fields) => fields.iter().map(numel).sum(),
+        Type::Func(_) => 0.0,
+    }
+}
+
+/// Bytes of a value (all fields of a tuple).
+pub fn bytes(ty: &Type) -> f64 {
+    match ty {
+        Type::Tensor(t) => t.size_bytes() as f64,
+        Type::Tuple(fields) => fields.iter().map(bytes).sum(),
+        Type::Func(_) => 0.0,
+    }
+}
+
+fn dim(ty: Option<&Type>, from_end: usize) -> f64 {
+    ty.and_then(Type::as_tensor)
+        .and_then(|t| t.shape.len().checked_sub(from_end + 1).map(|i| t.shape[i]))
+        .unwrap_or(1) as f64
+}
+
+/// FLOPs of one call: multiply-adds count two, a transcendental function four; other
+/// ops one per element read or written, whichever is more.
+pub fn flops(op: &Op, args: &[Type], out: &Type) -> f64 {
+    match op.name() {
+        "nn.conv2d" => {
+            // weight [O, I/groups, KH, KW]: each output element is I/groups*KH*KW MACs.
+            let w = args.get(1).and_then(Type::as_tensor);
+            let per = w.map_or(1, |w| w.shape.iter().skip(1).product::<usize>()) as f64;
+            2.0 * numel(out) * per
+        }
+        "nn.dense" | "nn.batch_matmul" => 2.0 * numel(out) * dim(args.first(), 0),
+        // Per element: subtract, divide, multiply, add (and a square root per channel).
+        "nn.batch_norm" => 4.0 * numel(args.first().unwrap_or(out)),
+        "nn.layer_norm" | "nn.softmax" => 5.0 * numel(out),
+        "exp" | "log" | "tanh" | "sigmoid" | "erf" | "sqrt" | "rsqrt" => 4.0 * numel(out),
+        _ => numel(out).max(args.iter().map(numel).sum()),
+    }
+}
+
+/// Whether the op only reinterprets its input's shape (no data moves).
+pub fn is_view(op: &Op) -> bool {
+    matches!(
+        op.name(),
+        "reshape" | "squeeze" | "expand_dims" | "nn.batch_flatten"
+    )
+}
+
+/// Whether `split` on `args` cuts its input into contiguous pieces (views).
+pub fn contiguous_split(op: &Op, args: &[Type]) -> bool {
+    let (Op::Split(split), Some(t)) = (op, args.first().and_then(Type::as_tensor)) else {
+        return false;
+    };
+    let rank = t.rank() as i64;
+    let axis = if split.axis < 0 {
+        split.axis + rank
+    } else {
+        split.axis
+    };
+    (0..rank).contains(&axis) && t.shape[..axis as usize].iter().all(|&d| d == 1)
+}
+
+impl CostModel for FlopsBytes {
+    fn name(&self) -> &str {
+        "flops+bytes"
+    }
+
+    fn op_cost(&self, op: &Op, args: &[Type], out: &Type) -> f64 {
+        if is_view(op) || contiguous_split(op, args) {
+            return self.kernel;
+        }
+        let moved = args.iter().map(bytes).sum::<f64>() + bytes(out);
+        self.flop * flops(op, args, out) + self.byte * moved + self.kernel
+    }
+}
+
+/// The cost of function `func` of `m`: every node reachable from its body once; nodes
+/// computed from constants only cost nothing.
+pub fn function_cost(model: &dyn CostModel, m: &Module, func: ExprId) -> Result<f64> {
+    let f = m.function_at(func)?;
+    let mut constant: HashMap<ExprId, bool> = HashMap::new();
+    let mut total = 0.0;
+    for id in kiln_ir::visit::body_order(m, f.body) {
+        let kind = m.kind(id);
+        let all_const = |ids: &[ExprId]| ids.iter().all(|c| constant[c]);
+        let is_const = match kind {
+            ExprKind::Constant(_) => true,
+            ExprKind::Call {
+                callee: Callee::Op(_),
+                args,
+            } => all_const(args),
+            ExprKind::Tuple(fields) => all_const(fields),
+            ExprKind::TupleGetItem { tuple, .. } => constant[tuple],
+            _ => false,
+        };
+        constant.insert(id, is_const);
+        if let (false, ExprKind::Call { callee, args }) = (is_const, kind) {
+            let tys: Vec<Type> = args.iter().map(|&a| m.ty(a).clone()).collect();
+            total += match callee {
+                Callee::Op(op) => model.op_cost(op, &tys, m.ty(id)),
+                // A call of a function (a fused group, a global): its body's ops.
+                Callee::Expr(callee) => match m.kind(*callee) {
+                    ExprKind::Function(_) => function_cost(model, m, *callee)?,
+                    ExprKind::GlobalVar(name) => match m.global_id(name) {
+                        Some(g) => function_cost(model, m, g)?,
+                        None => 0.0,
+                    },
+                    _ => 0.0,
+                },
+            };
+        }
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_ir::op::{Binary, BinaryKind, Conv2d, Reshape};
+    use kiln_ir::{DType, NDArray};
+
+    fn t(shape: &[usize]) -> Type {
+        Type::tensor(shape.to_vec(), DType::F32)
+    }
+
+    #[test]
+    fn conv_flops_and_bytes() {
+        let model = FlopsBytes::default();
+        let op = Op::from(Conv2d::default());
+        let (x, w, y) = (t(&[1, 3, 8, 8]), t(&[4, 3, 3, 3]), t(&[1, 4, 6, 6]));
+        assert_eq!(flops(&op, &[x.clone(), w.clone()], &y), 2.0 * 144.0 * 27.0);
+        let moved = (192.0 + 108.0 + 144.0) * 4.0;
+        assert_eq!(
+            model.op_cost(&op, &[x, w], &y),
+            2.0 * 144.0 * 27.0 + 0.25 * moved + 1000.0
+        );
+        let view = Op::from(Reshape { newshape: vec![-1] });
+        assert_eq!(model.op_cost(&view, &[t(&[2, 3])], &t(&[6])), 1000.0);
+    }
+
+    #[test]
+    fn shared_nodes_are_paid_once_and_constants_are_free() {
+        let model = FlopsBytes::default();
+        let mut m = Module::new();
+        let x = m.var("x", t(&[4]));
+        let c = m.constant(NDArray::full([4], DType::F32, 2.0));
+        let cc = m.call(Binary::new(BinaryKind::Add), &[c, c]).unwrap();
+        let a = m.call(Binary::new(BinaryKind::Add), &[x, cc]).unwrap();
+        let b = m.call(Binary::new(BinaryKind::Multiply), &[a, a]).unwrap();
+        m.set_main(&[x], b).unwrap();
+        let one = model.op_cost(
+            &Op::from(Binary::new(BinaryKind::Add)),
+            &[t(&[4]), t(&[4])],
+            &t(&[4]),
+        );
+        let cost = function_cost(&model, &m, m.main_id().unwrap()).unwrap();
+        assert_eq!(cost, 2.0 * one);
+    }
+}

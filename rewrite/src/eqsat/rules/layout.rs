@@ -1,0 +1,124 @@
+//! Transpose and reshape cancellation: `transpose(transpose(x, p), q)` is one transpose
+//! by the composed permutation, or `x` when that is the identity; an identity transpose
+//! is `x`; two shape views in a row (`reshape`, `squeeze`, `expand_dims`,
+//! `nn.batch_flatten`) are one `reshape` to the final shape; a view to the shape its
+//! input already has is that input. See `RULES.md`.
+
+use std::sync::Arc;
+
+use egg::Id;
+use kiln_ir::Op;
+use kiln_ir::op::{Reshape, Transpose};
+
+use crate::eqsat::analysis::EGraph;
+use crate::eqsat::cost::is_view;
+use crate::eqsat::rule::{FnRule, Rule, Term, calls, calls_named, tensor};
+
+const FAMILY: &str = "layout";
+
+pub fn rules() -> Vec<Arc<dyn Rule>> {
+    let r = |name, apply| -> Arc<dyn Rule> {
+        Arc::new(FnRule {
+            name,
+            family: FAMILY,
+            apply,
+        })
+    };
+    vec![
+        r("transpose_transpose", transpose_transpose),
+        r("transpose_identity", transpose_identity),
+        r("view_view", view_view),
+        r("view_same_shape", view_same_shape),
+    ]
+}
+
+/// `perm[i]`: the input axis that becomes output axis `i` of `transpose` on a
+/// rank-`rank` input.
+pub(crate) fn perm(op: &Op, rank: usize) -> Option<Vec<usize>> {
+    let Op::Transpose(Transpose { axes }) = op else {
+        return None;
+    };
+    let Some(axes) = axes else {
+        return Some((0..rank).rev().collect());
+    };
+    let p: Vec<usize> = axes
+        .iter()
+        .map(|&a| usize::try_from(if a < 0 { a + rank as i64 } else { a }).ok())
+        .collect::<Option<_>>()?;
+    (p.len() == rank && p.iter().all(|&a| a < rank)).then_some(p)
+}
+
+/// `transpose(transpose(x, p), q) = transpose(x, p∘q)`, or `x` when `p∘q` is the
+/// identity.
+fn transpose_transpose(g: &EGraph, c: Id) -> Vec<Term> {
+    let mut out = vec![];
+    for (outer, args) in calls_named(g, c, "transpose") {
+        let inner_class = args[0];
+        for (inner, inner_args) in calls_named(g, inner_class, "transpose") {
+            let x = inner_args[0];
+            let Some(rank) = tensor(g, x).map(|t| t.rank()) else {
+                continue;
+            };
+            let (Some(p), Some(q)) = (perm(inner, rank), perm(outer, rank)) else {
+                continue;
+            };
+            // output axis i of the outer is its input axis q[i], which is x's axis p[q[i]].
+            let composed: Vec<usize> = q.iter().map(|&i| p[i]).collect();
+            if composed.iter().enumerate().all(|(i, &a)| i == a) {
+                out.push(Term::Class(x));
+            } else {
+                let axes = composed.iter().map(|&a| a as i64).collect();
+                out.push(Term::call(Transpose::new(Some(axes)), vec![x.into()]));
+            }
+        }
+    }
+    out
+}
+
+/// `transpose(x, p) = x` when `p` is the identity permutation.
+fn transpose_identity(g: &EGraph, c: Id) -> Vec<Term> {
+    let mut out = vec![];
+    for (op, args) in calls_named(g, c, "transpose") {
+        let Some(rank) = tensor(g, args[0]).map(|t| t.rank()) else {
+            continue;
+        };
+        if perm(op, rank).is_some_and(|p| p.iter().enumerate().all(|(i, &a)| i == a)) {
+            out.push(Term::Class(args[0]));
+        }
+    }
+    out
+}
+
+/// `view2(view1(x)) = reshape(x, shape of the result)` for shape views (row-major
+/// element order is unchanged by each, so by both).
+fn view_view(g: &EGraph, c: Id) -> Vec<Term> {
+    // `0` in `newshape` means "copy the input's dim": no empty shapes here.
+    let Some(shape) = tensor(g, c)
+        .map(|t| t.shape.clone())
+        .filter(|s| !s.contains(&0))
+    else {
+        return vec![];
+    };
+    let mut out = vec![];
+    for (outer, args) in calls(g, c) {
+        if !is_view(outer) || args.len() != 1 {
+            continue;
+        }
+        for (inner, inner_args) in calls(g, args[0]) {
+            if is_view(inner) && inner_args.len() == 1 {
+                let newshape = shape.iter().map(|&d| d as i64).collect();
+                out.push(Term::call(Reshape { newshape }, vec![inner_args[0].into()]));
+            }
+        }
+    }
+    out
+}
+
+/// `view(x) = x` when the view's result has `x`'s shape.
+fn view_same_shape(g: &EGraph, c: Id) -> Vec<Term> {
+    calls(g, c)
+        .filter(|(op, args)| is_view(op) && args.len() == 1)
+        .filter(|(_, args)| tensor(g, args[0]) == tensor(g, c))
+        .map(|(_, args)| Term::Class(args[0]))
+        .collect()
+}
