@@ -4,15 +4,16 @@
 //! images (debug builds run the interpreter); full-size ResNet-50 checks limits and cost
 //! only.
 
-mod eqsat_support;
+mod common;
 
 use std::collections::BTreeMap;
 
-use eqsat_support::{assert_same_outputs, bind_params, input};
+use common::{assert_same_outputs, input};
 use kiln_ir::DType;
 use kiln_ir::zoo::{mlp, resnet};
 use kiln_rewrite::eqsat::{EqSat, function_cost};
 use kiln_rewrite::pass::run_passes;
+use kiln_rewrite::passes::bind_params;
 use kiln_rewrite::{PassContext, PassRecord};
 
 fn details(r: &PassRecord) -> BTreeMap<&str, &str> {
@@ -64,7 +65,7 @@ fn run_eqsat(m: &kiln_ir::Module) -> (kiln_ir::Module, PassRecord) {
 #[test]
 fn resnet18_small_images_keep_their_outputs() {
     let (m, params) = resnet(18, 1, [3, 32, 32], DType::F32, 0).unwrap();
-    let m = bind_params(&m, &params);
+    let m = bind_params(&m, &params).unwrap();
     let (out, rec) = run_eqsat(&m);
     let d = details(&rec);
     let (b, a): (f64, f64) = (
@@ -79,7 +80,7 @@ fn resnet18_small_images_keep_their_outputs() {
 #[test]
 fn resnet50_small_images_keep_their_outputs() {
     let (m, params) = resnet(50, 1, [3, 32, 32], DType::F32, 0).unwrap();
-    let m = bind_params(&m, &params);
+    let m = bind_params(&m, &params).unwrap();
     let (out, _) = run_eqsat(&m);
     let data = m.main_tensor_params().unwrap();
     assert_same_outputs(&m, &out, &input("data", &data[0].1, 8), 1e-4);
@@ -88,7 +89,7 @@ fn resnet50_small_images_keep_their_outputs() {
 #[test]
 fn mlp_keeps_its_outputs() {
     let (m, params) = mlp(2, 10, [1, 28, 28], DType::F32, 0).unwrap();
-    let m = bind_params(&m, &params);
+    let m = bind_params(&m, &params).unwrap();
     let (out, _) = run_eqsat(&m);
     let data = m.main_tensor_params().unwrap();
     assert_same_outputs(&m, &out, &input("data", &data[0].1, 9), 1e-4);
@@ -106,7 +107,7 @@ fn unbound_weights_are_variables_and_outputs_still_agree() {
 #[test]
 fn resnet50_full_size_within_limits_and_not_costlier() {
     let (m, params) = resnet(50, 1, [3, 224, 224], DType::F32, 0).unwrap();
-    let m = bind_params(&m, &params);
+    let m = bind_params(&m, &params).unwrap();
     let (out, rec) = run_eqsat(&m);
     eprintln!("ResNet-50 EqSat: {:.1} ms {:?}", rec.time_ms, rec.details);
     // The batch norms right after a convolution fold into its weights (33 of 51); of

@@ -61,3 +61,26 @@ pub fn check_same_values(before: &Module, after: &Module, inputs: &Inputs) -> Re
     }
     Ok(())
 }
+
+/// Runs `a` and `b` on `inputs` and asserts their outputs agree within `tol`
+/// (absolute and relative).
+pub fn assert_same_outputs(a: &Module, b: &Module, inputs: &Inputs, tol: f64) {
+    let x = evaluate(a, inputs).unwrap().flatten();
+    let y = evaluate(b, inputs).unwrap().flatten();
+    assert_eq!(x.len(), y.len());
+    for (i, (p, q)) in x.iter().zip(&y).enumerate() {
+        if let Err(e) = q.allclose(p, tol, tol) {
+            panic!("output {i} differs: {e}");
+        }
+    }
+}
+
+/// One seeded random input tensor per name and shape.
+pub fn input(name: &str, t: &kiln_ir::TensorType, seed: u64) -> Inputs {
+    let mut i = Inputs::new();
+    i.insert(
+        name.to_string(),
+        NDArray::random(t.shape.clone(), t.dtype, seed),
+    );
+    i
+}
