@@ -967,6 +967,12 @@ impl Cx<'_, '_> {
         let iv = self.b.append_block_param(header, types::I64);
         self.b.ins().jump(header, &[BlockArg::Value(lo)]);
         self.b.switch_to_block(header);
+        // Test hook (crate::testing): the planted off-by-one stops a step early.
+        let hi = if crate::testing::planted(crate::testing::Bug::LoopBoundOffByOne) {
+            self.b.ins().iadd_imm_s(hi, -1)
+        } else {
+            hi
+        };
         let more = self.b.ins().icmp(IntCC::SignedLessThan, iv, hi);
         self.b.ins().brif(more, body_b, &[], exit, &[]);
         self.b.switch_to_block(body_b);
