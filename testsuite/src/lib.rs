@@ -11,7 +11,9 @@
 //! [`bisect`] names the pass that breaks numerics; [`matrix`] writes `CONFORMANCE.md`
 //! (`cargo run -p kiln-testsuite --bin conformance`).
 
+pub mod bisect;
 pub mod graphs;
+pub mod matrix;
 pub mod onnx_node;
 pub mod ops;
 pub mod suite;

@@ -74,3 +74,19 @@ instantiate! {
     cpu_o2: "cpu", 2;
     cpu_o3: "cpu", 3;
 }
+
+/// A declared (op, dtype) is skipped with its name, not run and not passed silently.
+#[test]
+fn declared_unsupported_is_skipped_and_counted() {
+    use kiln_testsuite::graphs::{check_built, reference, replay};
+    let mut backend = *exec_backend("cpu").unwrap();
+    backend.unsupported = &[("nn.relu", kiln_ir::DType::F32)];
+    let built = replay("def @main(%x: Tensor[(2), float32]) { nn.relu(exp(%x)) }").unwrap();
+    let want = reference(&built.module, &built.inputs).unwrap();
+    assert_eq!(
+        check_built(&built, &want, &backend, 2),
+        Ok(Outcome::Unsupported("nn.relu".into(), kiln_ir::DType::F32))
+    );
+    backend.unsupported = &[("*", kiln_ir::DType::I32)];
+    assert_eq!(check_built(&built, &want, &backend, 2), Ok(Outcome::Pass));
+}
