@@ -16,4 +16,5 @@ pub mod graphs;
 pub mod matrix;
 pub mod onnx_node;
 pub mod ops;
+pub mod schedules;
 pub mod suite;
