@@ -4,10 +4,11 @@
 //! computes.
 #![allow(dead_code)]
 
-use kiln_ir::{DType, NDArray};
+use kiln_ir::NDArray;
 use kiln_te::te::{self, Graph, Schedule};
 use kiln_te::tir::{PrimFunc, parse, run_with_inputs, verify};
 
+#[allow(unused_imports)]
 pub use kiln_te::testing::{bias_relu, conv2d, matmul};
 
 /// Random inputs for every parameter of `f`.
