@@ -13,13 +13,13 @@
 //! values computed exactly (bit-equal on every backend), and NaN/Inf inputs reach only
 //! ops that define them, so a mismatch is a bug, not rounding. [`check`] runs one
 //! backend at one opt level against the reference interpreter; a failure message holds
-//! the module as text IR with the seed, ready to save under `tests/cases/` ([`replay`]).
+//! the module as text IR with the seed, ready to save under `tests/cases/` ([`crate::cases`]).
 
 use std::collections::BTreeMap;
 
 use kiln_executor::Params;
 use kiln_ir::op::*;
-use kiln_ir::text::{PrintOptions, parse_module, print_module};
+use kiln_ir::text::{PrintOptions, print_module};
 use kiln_ir::{DType, ExprId, Module, NDArray, TensorType, Type};
 use proptest::prelude::*;
 
@@ -53,6 +53,10 @@ pub enum Kind {
     Concat,
     Split,
     StridedSlice,
+    BatchFlatten,
+    LayerNorm,
+    BatchNorm,
+    Take,
 }
 
 /// One node to build: the op family, three argument picks (indices modulo the number of
@@ -127,6 +131,10 @@ fn kind() -> impl Strategy<Value = Kind> {
         1 => Just(Kind::Concat),
         1 => Just(Kind::Split),
         1 => Just(Kind::StridedSlice),
+        1 => Just(Kind::BatchFlatten),
+        1 => Just(Kind::LayerNorm),
+        1 => Just(Kind::BatchNorm),
+        1 => Just(Kind::Take),
     ]
 }
 
@@ -261,6 +269,47 @@ impl GraphSpec {
     }
 }
 
+/// What a weight parameter holds; its name is the prefix and its number (`w0`, `wpos1`,
+/// `widx2`), so a saved case regenerates the same values.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Weight {
+    /// Uniform in `[-1, 1)` (integers in `[-10, 10]`).
+    Plain,
+    /// Uniform in `[0.1, 2)`: variances.
+    Positive,
+    /// Integers in `[-12, 12]`: `take` indices, in range, negative and past the end.
+    Index,
+}
+
+impl Weight {
+    /// The parameter-name prefix.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Weight::Plain => "w",
+            Weight::Positive => "wpos",
+            Weight::Index => "widx",
+        }
+    }
+
+    /// The kind and number of a weight parameter called `name`, if it is one.
+    pub fn parse(name: &str) -> Option<(Weight, usize)> {
+        [Weight::Index, Weight::Positive, Weight::Plain]
+            .into_iter()
+            .find_map(|w| Some((w, name.strip_prefix(w.prefix())?.parse().ok()?)))
+    }
+}
+
+/// The values of weight number `k` of `kind` and type `t` in a case with `seed`.
+pub fn weight_values(kind: Weight, k: usize, t: &TensorType, seed: u64) -> NDArray {
+    let s = seed ^ (0x77 + k as u64);
+    let shape = t.shape.clone();
+    match kind {
+        Weight::Plain => NDArray::random(shape, t.dtype, s),
+        Weight::Positive => NDArray::random_uniform(shape, t.dtype, s, 0.1, 2.0),
+        Weight::Index => NDArray::random_uniform(shape, t.dtype, s, -12.0, 12.0),
+    }
+}
+
 /// Values for an input of type `t` filled as `fill`.
 pub fn fill_values(t: &TensorType, fill: Fill, seed: u64) -> NDArray {
     let n: usize = t.shape.iter().product();
@@ -323,8 +372,16 @@ fn exact_op(kind: Kind, dtype: DType) -> bool {
         | Kind::Squeeze
         | Kind::Concat
         | Kind::Split
-        | Kind::StridedSlice => true,
-        Kind::Conv2d | Kind::Dense | Kind::BatchMatmul | Kind::BiasAdd | Kind::Softmax => false,
+        | Kind::StridedSlice
+        | Kind::BatchFlatten
+        | Kind::Take => true,
+        Kind::Conv2d
+        | Kind::Dense
+        | Kind::BatchMatmul
+        | Kind::BiasAdd
+        | Kind::Softmax
+        | Kind::LayerNorm
+        | Kind::BatchNorm => false,
     }
 }
 
@@ -360,8 +417,10 @@ fn nan_defined(kind: Kind) -> bool {
         | Kind::Squeeze
         | Kind::Concat
         | Kind::Split
-        | Kind::StridedSlice => true,
-        Kind::Clip | Kind::Cast | Kind::Softmax => false,
+        | Kind::StridedSlice
+        | Kind::BatchFlatten
+        | Kind::Take => true,
+        Kind::Clip | Kind::Cast | Kind::Softmax | Kind::LayerNorm | Kind::BatchNorm => false,
     }
 }
 
@@ -385,7 +444,9 @@ fn op_tol(kind: Kind) -> Tol {
         | Kind::BatchMatmul
         | Kind::Pool(PoolKind::Avg)
         | Kind::GlobalPool(PoolKind::Avg)
-        | Kind::Reduce(ReduceKind::Sum | ReduceKind::Mean) => ACCUM,
+        | Kind::Reduce(ReduceKind::Sum | ReduceKind::Mean)
+        | Kind::LayerNorm
+        | Kind::BatchNorm => ACCUM,
         _ => ARITH,
     }
 }
@@ -410,12 +471,17 @@ impl Builder {
         self.used.push(false);
     }
 
-    /// A weight input of `shape`, bound at build time.
+    /// A weight input of `shape` in the graph's dtype, bound at build time.
     fn weight(&mut self, shape: Vec<usize>) -> Val {
+        self.weight_of(Weight::Plain, shape, self.dtype)
+    }
+
+    /// A weight of `kind`, `shape` and `dtype`, bound at build time.
+    fn weight_of(&mut self, kind: Weight, shape: Vec<usize>, dtype: DType) -> Val {
         let k = self.bound.len();
-        let t = TensorType::new(shape, self.dtype);
-        let v = NDArray::random(t.shape.clone(), t.dtype, self.seed ^ (0x77 + k as u64));
-        let name = format!("w{k}");
+        let t = TensorType::new(shape, dtype);
+        let v = weight_values(kind, k, &t, self.seed);
+        let name = format!("{}{k}", kind.prefix());
         let id = self.m.var(name.clone(), Type::Tensor(t.clone()));
         self.params.push(id);
         self.inputs.insert(name.clone(), v.clone());
@@ -464,6 +530,8 @@ impl Builder {
                 | Kind::Concat
                 | Kind::Split
                 | Kind::StridedSlice
+                | Kind::LayerNorm
+                | Kind::BatchNorm
         );
         if rank == 0 && needs_axis {
             return false;
@@ -699,6 +767,63 @@ impl Builder {
                     Split::indices(vec![(1 + p[2] % (d - 1)) as i64], axis as i64).into()
                 }
             }
+            Kind::BatchFlatten => BatchFlatten.into(),
+            Kind::LayerNorm | Kind::BatchNorm => {
+                // Normalising values computed inexactly may divide by a tiny variance.
+                if !a.ty.dtype.is_float() || !a.exact {
+                    return false;
+                }
+                let axis = p[0] % rank;
+                let v = vec![s[axis]];
+                let (center, scale) = (p[1] % 2 == 0, p[2] % 2 == 0);
+                let epsilon = kiln_ir::attrs::F64([1e-5, 1e-3, 1e-1][p[3] % 3]);
+                let gamma = self.weight(v.clone());
+                let beta = self.weight(v.clone());
+                args.extend([gamma, beta]);
+                if r.kind == Kind::LayerNorm {
+                    LayerNorm {
+                        axis: axis as i64,
+                        epsilon,
+                        center,
+                        scale,
+                    }
+                    .into()
+                } else {
+                    let mean = self.weight(v.clone());
+                    let var = self.weight_of(Weight::Positive, v, a.ty.dtype);
+                    args.extend([mean, var]);
+                    BatchNorm {
+                        axis: axis as i64,
+                        epsilon,
+                        center,
+                        scale,
+                    }
+                    .into()
+                }
+            }
+            Kind::Take => {
+                let ishape: Vec<usize> = match p[0] % 3 {
+                    0 => vec![],
+                    1 => vec![1 + p[1] % 4],
+                    _ => vec![1 + p[1] % 3, 1 + p[2] % 3],
+                };
+                let it = if p[3] % 2 == 0 {
+                    DType::I32
+                } else {
+                    DType::I64
+                };
+                let idx = self.weight_of(Weight::Index, ishape, it);
+                args.push(idx);
+                Take {
+                    axis: (p[2] % 3 != 0).then(|| (p[1] % rank.max(1)) as i64),
+                    mode: if p[3] % 3 == 0 {
+                        TakeMode::Wrap
+                    } else {
+                        TakeMode::Clip
+                    },
+                }
+                .into()
+            }
             Kind::StridedSlice => {
                 let axis = p[0] % rank;
                 let d = s[axis] as i64;
@@ -836,77 +961,4 @@ pub fn check(spec: &GraphSpec, backend: &ExecBackend, opt_level: u8) -> Result<O
     };
     let want = reference(&built.module, &built.inputs)?;
     check_built(&built, &want, backend, opt_level)
-}
-
-/// A saved case (`tests/cases/*.relay`): the module text, with an optional
-/// `// kiln-case seed=N fill=f0,f1,...` header line choosing the inputs' values (default:
-/// seed 0, uniform fills); params named `w*` are bound at build time. The tolerance is
-/// [`ACCUM`] scaled by the number of calls (saved cases carry no per-op record).
-pub fn replay(text: &str) -> Result<Built, String> {
-    let module = parse_module(text).map_err(|e| format!("parse: {e}"))?;
-    let mut seed = 0u64;
-    let mut fills = vec![];
-    if let Some(h) = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("// kiln-case"))
-    {
-        for kv in h.split_whitespace() {
-            match kv.split_once('=') {
-                Some(("seed", v)) => seed = v.parse().map_err(|e| format!("seed: {e}"))?,
-                Some(("fill", v)) => {
-                    for f in v.split(',') {
-                        fills.push(match f {
-                            "uniform" => Fill::Uniform,
-                            "zeros" => Fill::Zeros,
-                            "large" => Fill::Large,
-                            "special" => Fill::Special,
-                            other => return Err(format!("unknown fill `{other}`")),
-                        });
-                    }
-                }
-                _ => return Err(format!("bad case header item `{kv}`")),
-            }
-        }
-    }
-    let params = module.main_tensor_params().map_err(|e| e.to_string())?;
-    let mut inputs = BTreeMap::new();
-    let mut bound = Params::new();
-    let mut k_in = 0;
-    for (name, t) in &params {
-        let v = if let Some(w) = name.strip_prefix('w') {
-            let k: u64 = w.parse().unwrap_or(0);
-            let v = NDArray::random(t.shape.clone(), t.dtype, seed ^ (0x77 + k));
-            bound.insert(name.clone(), v.clone());
-            v
-        } else {
-            let fill = fills.get(k_in).copied().unwrap_or(Fill::Uniform);
-            let v = fill_values(t, fill, seed.wrapping_add(k_in as u64 * 7919));
-            k_in += 1;
-            v
-        };
-        inputs.insert(name.clone(), v);
-    }
-    let main = module.main().map_err(|e| e.to_string())?;
-    let mut ops = vec![];
-    for id in kiln_ir::visit::post_order(&module, main.body) {
-        if let Some(op) = module.node(id).kind.op() {
-            let d = module
-                .node(id)
-                .kind
-                .children()
-                .first()
-                .and_then(|&c| module.ty(c).as_tensor().map(|t| t.dtype))
-                .unwrap_or(DType::F32);
-            ops.push((op.name().to_string(), d));
-        }
-    }
-    let scale = 1.0 + ops.len() as f64;
-    Ok(Built {
-        module,
-        inputs,
-        bound,
-        tol: (ACCUM.0 * scale, ACCUM.1 * scale),
-        ops,
-        header: String::new(),
-    })
 }

@@ -6,12 +6,13 @@
 //! every backend (`tests/ops.rs`): lowered under both default schedules in the loop-IR
 //! interpreter, and built through the executor on `interp` and `cpu`. [`suite`] is the
 //! registry of executor backends and opt levels the graph-level suites are instantiated
-//! for; [`graphs`] generates random well-typed programs (`tests/graphs.rs`, saved cases
-//! replayed by `tests/replay.rs`); [`schedules`] fuzzes schedules on every backend;
+//! for; [`graphs`] generates random well-typed programs (`tests/graphs.rs`; saved cases,
+//! [`cases`], replayed by `tests/replay.rs`); [`schedules`] fuzzes schedules on every backend;
 //! [`bisect`] names the pass that breaks numerics; [`matrix`] writes `CONFORMANCE.md`
 //! (`cargo run -p kiln-testsuite --bin conformance`).
 
 pub mod bisect;
+pub mod cases;
 pub mod graphs;
 pub mod matrix;
 pub mod onnx_node;

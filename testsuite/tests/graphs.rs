@@ -78,7 +78,8 @@ instantiate! {
 /// A declared (op, dtype) is skipped with its name, not run and not passed silently.
 #[test]
 fn declared_unsupported_is_skipped_and_counted() {
-    use kiln_testsuite::graphs::{check_built, reference, replay};
+    use kiln_testsuite::cases::replay;
+    use kiln_testsuite::graphs::{check_built, reference};
     let mut backend = *exec_backend("cpu").unwrap();
     backend.unsupported = &[("nn.relu", kiln_ir::DType::F32)];
     let built = replay("def @main(%x: Tensor[(2), float32]) { nn.relu(exp(%x)) }").unwrap();

@@ -5,7 +5,8 @@
 
 use std::path::Path;
 
-use kiln_testsuite::graphs::{Outcome, check_built, reference, replay};
+use kiln_testsuite::cases::replay;
+use kiln_testsuite::graphs::{Outcome, check_built, reference};
 use kiln_testsuite::suite::{EXEC_BACKENDS, OPT_LEVELS};
 
 #[test]
