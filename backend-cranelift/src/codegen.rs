@@ -582,6 +582,11 @@ impl Cx<'_, '_> {
             }
             Stmt::Allocate { buffer, body } => self.allocate(*buffer, body),
             Stmt::If { cond, then, else_ } => {
+                // A condition unrolling made constant: emit only the branch taken.
+                if let Some(c) = promote::const_cond(cond, &self.consts) {
+                    let taken = if c { Some(&**then) } else { else_.as_deref() };
+                    return taken.map_or(Ok(()), |s| self.stmt(s));
+                }
                 let (c, _) = self.expr(cond)?;
                 let tb = self.b.create_block();
                 let eb = self.b.create_block();

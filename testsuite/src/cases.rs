@@ -5,10 +5,9 @@
 use std::collections::BTreeMap;
 
 use kiln_executor::Params;
-use kiln_ir::DType;
 use kiln_ir::text::parse_module;
 
-use crate::graphs::{Built, Fill, Weight, fill_values, weight_values};
+use crate::graphs::{Built, Fill, Weight, fill_values, ops_of, weight_values};
 use crate::ops::ACCUM;
 
 /// A saved case (`tests/cases/*.relay`): the module text, with an optional
@@ -52,27 +51,19 @@ pub fn replay(text: &str) -> Result<Built, String> {
             bound.insert(name.clone(), v.clone());
             v
         } else {
-            let fill = fills.get(k_in).copied().unwrap_or(Fill::Uniform);
-            let v = fill_values(t, fill, seed.wrapping_add(k_in as u64 * 7919));
+            // Input `xK` is the generator's K-th input (even when earlier ones were cut
+            // away); other names count in order.
+            let k = name
+                .strip_prefix('x')
+                .and_then(|k| k.parse().ok())
+                .unwrap_or(k_in);
             k_in += 1;
-            v
+            let fill = fills.get(k).copied().unwrap_or(Fill::Uniform);
+            fill_values(t, fill, seed.wrapping_add(k as u64 * 7919))
         };
         inputs.insert(name.clone(), v);
     }
-    let main = module.main().map_err(|e| e.to_string())?;
-    let mut ops = vec![];
-    for id in kiln_ir::visit::post_order(&module, main.body) {
-        if let Some(op) = module.node(id).kind.op() {
-            let d = module
-                .node(id)
-                .kind
-                .children()
-                .first()
-                .and_then(|&c| module.ty(c).as_tensor().map(|t| t.dtype))
-                .unwrap_or(DType::F32);
-            ops.push((op.name().to_string(), d));
-        }
-    }
+    let ops = ops_of(&module);
     let scale = 1.0 + ops.len() as f64;
     Ok(Built {
         module,
@@ -80,6 +71,9 @@ pub fn replay(text: &str) -> Result<Built, String> {
         bound,
         tol: (ACCUM.0 * scale, ACCUM.1 * scale),
         ops,
-        header: String::new(),
+        header: text
+            .lines()
+            .find(|l| l.trim().starts_with("// kiln-case"))
+            .map_or(String::new(), |l| format!("{}\n", l.trim())),
     })
 }

@@ -32,6 +32,15 @@ fn planted_off_by_one_is_found_and_shrunk() {
     let shrunk: GraphSpec = match result {
         Err(TestError::Fail(why, spec)) => {
             eprintln!("found: {why}");
+            // The printed case (narrowed to the wrong output) is small too.
+            let printed: usize = why
+                .message()
+                .split("case (")
+                .nth(1)
+                .and_then(|r| r.split(' ').next())
+                .and_then(|n| n.parse().ok())
+                .expect("the failure prints its case");
+            assert!(printed <= 3, "printed case has {printed} ops");
             spec
         }
         other => panic!("the planted bug went unnoticed: {other:?}"),

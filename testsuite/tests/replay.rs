@@ -56,3 +56,26 @@ fn bad_case_files_are_errors() {
             .unwrap_err();
     assert!(err.contains("purple"), "{err}");
 }
+
+/// A failure narrows to its wrong output: `only_output` keeps that output, the ops it
+/// reads and its inputs, with the values they had.
+#[test]
+fn only_output_keeps_what_the_output_reads() {
+    let built = replay(
+        "// kiln-case seed=5 fill=uniform,large\n\
+         def @main(%x0: Tensor[(2), float32], %x1: Tensor[(2), float32]) {\n\
+           (exp(%x0), nn.relu(negative(%x1)))\n\
+         }",
+    )
+    .unwrap();
+    assert_eq!(built.ops.len(), 3);
+    let small = built.only_output(1).unwrap();
+    let names: Vec<&str> = small.ops.iter().map(|(o, _)| o.as_str()).collect();
+    assert_eq!(names, ["negative", "nn.relu"]);
+    assert_eq!(small.inputs.keys().collect::<Vec<_>>(), ["x1"]);
+    assert_eq!(small.inputs["x1"], built.inputs["x1"]);
+    // Saved and replayed, the narrowed case reads the same values.
+    let again = replay(&kiln_testsuite::graphs::case_text(&small)).unwrap();
+    assert_eq!(again.inputs["x1"], built.inputs["x1"]);
+    assert!(built.only_output(2).is_none());
+}

@@ -22,13 +22,11 @@ fn schedules_on_interp() {
     schedule_suite("interp");
 }
 
-/// Ignored until the `cpu` backend's register promotion accepts a guarded access whose
-/// unrolled, guarded-off copy has a constant index out of bounds (found by this test: a
-/// producer split by 2 over an extent of 1, `if (i.outer * 2 + i.inner < 1) add[...] =`,
-/// fails to compile with "index of promoted buffer add is not a constant in bounds").
-/// Run it with `cargo test -p kiln-testsuite --test schedules -- --ignored`.
+/// Found a bug when it was written: `cpu` register promotion refused to compile a
+/// guarded access whose unrolled, guarded-off copy had a constant index out of bounds (a
+/// producer split by 2 over an extent of 1); code generation now drops branches that
+/// unrolling makes constant.
 #[test]
-#[ignore = "cpu register promotion bug on guarded accesses (see the doc comment)"]
 fn schedules_on_cpu() {
     schedule_suite("cpu");
 }
