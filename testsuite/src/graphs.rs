@@ -8,7 +8,8 @@
 //!
 //! [`GraphSpec::build`] makes the module (every value no other node uses is an output),
 //! its inputs and the tolerance for the whole graph (the widest of its ops' tolerances
-//! from [`crate::ops`], widened per inexact op). Numerically discontinuous uses — a
+//! from [`crate::ops`], widened per inexact op, applied relative to the larger of the
+//! output's and the inputs' magnitudes). Numerically discontinuous uses — a
 //! comparison, a float-to-int cast, a divisor, `exp`, `power` or `softmax` — take only
 //! values computed exactly (bit-equal on every backend), and NaN/Inf inputs reach only
 //! ops that define them, so a mismatch is a bug, not rounding. [`check`] runs one
@@ -24,7 +25,7 @@ use kiln_ir::{DType, ExprId, ExprKind, Module, NDArray, TensorType, Type};
 use proptest::prelude::*;
 
 use crate::ops::{ACCUM, ARITH, EXACT, TRANSC, Tol};
-use crate::suite::{ExecBackend, compare};
+use crate::suite::{ExecBackend, compare_scaled, max_abs};
 
 /// Most elements any tensor of a random graph holds.
 pub const ELEMENT_BUDGET: usize = 256;
@@ -1005,9 +1006,11 @@ pub fn check_built(
         let got = backend
             .run(&b.module, &b.inputs, &b.bound, opt_level)
             .map_err(|e| (e, None))?;
-        compare(&got, want, b.tol).map_err(|e| {
+        let scale = b.inputs.values().map(max_abs).fold(0.0, f64::max);
+        compare_scaled(&got, want, b.tol, scale).map_err(|e| {
             let n = want.len().min(got.len());
-            let k = (0..n).find(|&i| compare(&got[i..=i], &want[i..=i], b.tol).is_err());
+            let k =
+                (0..n).find(|&i| compare_scaled(&got[i..=i], &want[i..=i], b.tol, scale).is_err());
             (e, k)
         })
     };

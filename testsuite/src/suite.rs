@@ -116,21 +116,36 @@ pub fn tol_scale() -> f64 {
 /// chain of ops may cancel without failing), NaN equal to NaN, infinities exact, dtypes
 /// and shapes equal. `tol` is scaled by [`tol_scale`].
 pub fn compare(got: &[NDArray], want: &[NDArray], tol: Tol) -> Result<(), String> {
+    compare_scaled(got, want, tol, 0.0)
+}
+
+/// [`compare`] with `rtol` applied to at least `scale` (the largest input magnitude:
+/// sums of large values that cancel are as exact as their inputs' magnitude allows).
+pub fn compare_scaled(
+    got: &[NDArray],
+    want: &[NDArray],
+    tol: Tol,
+    scale: f64,
+) -> Result<(), String> {
     if got.len() != want.len() {
         return Err(format!("{} outputs, expected {}", got.len(), want.len()));
     }
     let s = tol_scale();
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let mag = w
-            .to_f64_vec()
-            .into_iter()
-            .filter(|x| x.is_finite())
-            .fold(0.0f64, |m, x| m.max(x.abs()));
+        let mag = max_abs(w).max(scale);
         let atol = s * (tol.0 + tol.1 * mag);
         g.allclose(w, atol, 0.0)
             .map_err(|e| format!("output {i}: {e}"))?;
     }
     Ok(())
+}
+
+/// The largest finite magnitude in `x` (0 when none).
+pub fn max_abs(x: &NDArray) -> f64 {
+    x.to_f64_vec()
+        .into_iter()
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, |m, v| m.max(v.abs()))
 }
 
 /// Proptest cases: `KILN_CASES` from the environment, else `default`.
