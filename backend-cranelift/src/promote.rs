@@ -60,8 +60,18 @@ pub fn const_cond(e: &Expr, consts: &[Option<i64>]) -> Option<bool> {
         Expr::Bool(b) => *b,
         Expr::Not(x) => !const_cond(x, consts)?,
         Expr::Binary { op, lhs, rhs } => match op {
-            BinOp::And => const_cond(lhs, consts)? && const_cond(rhs, consts)?,
-            BinOp::Or => const_cond(lhs, consts)? || const_cond(rhs, consts)?,
+            // One known side may decide: `false && _`, `true || _`.
+            BinOp::And | BinOp::Or => {
+                let (a, b) = (const_cond(lhs, consts), const_cond(rhs, consts));
+                let decides = *op == BinOp::Or;
+                if a == Some(decides) || b == Some(decides) {
+                    decides
+                } else {
+                    a?;
+                    b?;
+                    !decides
+                }
+            }
             _ => {
                 let (a, b) = (const_eval(lhs, consts)?, const_eval(rhs, consts)?);
                 match op {

@@ -10,8 +10,8 @@
 //! its inputs and the tolerance for the whole graph (the widest of its ops' tolerances
 //! from [`crate::ops`], widened per inexact op, applied relative to the larger of the
 //! output's and the inputs' magnitudes). Numerically discontinuous uses — a
-//! comparison, a float-to-int cast, a divisor, `exp`, `power` or `softmax` — take only
-//! values computed exactly (bit-equal on every backend), and NaN/Inf inputs reach only
+//! comparison, a float-to-int cast, a divisor, `exp`, `rsqrt`, `power` or `softmax` —
+//! take only values computed exactly (bit-equal on every backend, signed zeros included), and NaN/Inf inputs reach only
 //! ops that define them, so a mismatch is a bug, not rounding. [`check`] runs one
 //! backend at one opt level against the reference interpreter; a failure message holds
 //! the module as text IR with the seed, ready to save under `tests/cases/` ([`crate::cases`]).
@@ -361,12 +361,16 @@ fn exact_op(kind: Kind, dtype: DType) -> bool {
     if !dtype.is_float() {
         return true;
     }
+    // Max and min (relu and clip among them) may pick either zero of `max(-0, +0)`
+    // (IEEE leaves it open): equal values, but `rsqrt` or a division tells them apart.
     match kind {
-        Kind::Unary(k) => matches!(k, UnaryKind::Relu | UnaryKind::Negative | UnaryKind::Abs),
-        Kind::Binary(k) => !matches!(k, BinaryKind::Power),
-        Kind::Clip | Kind::Cast | Kind::Where => true,
-        Kind::Pool(k) | Kind::GlobalPool(k) => k == PoolKind::Max,
-        Kind::Reduce(k) => matches!(k, ReduceKind::Max | ReduceKind::Min),
+        Kind::Unary(k) => matches!(k, UnaryKind::Negative | UnaryKind::Abs),
+        Kind::Binary(k) => !matches!(
+            k,
+            BinaryKind::Power | BinaryKind::Maximum | BinaryKind::Minimum
+        ),
+        Kind::Cast | Kind::Where => true,
+        Kind::Clip | Kind::Pool(_) | Kind::GlobalPool(_) | Kind::Reduce(_) => false,
         Kind::Reshape
         | Kind::Transpose
         | Kind::ExpandDims
@@ -544,7 +548,7 @@ impl Builder {
                 if a.ty.dtype == DType::Bool
                     || (!a.ty.dtype.is_float()
                         && !matches!(k, UnaryKind::Relu | UnaryKind::Negative | UnaryKind::Abs))
-                    || (k == UnaryKind::Exp && !exact_only(&a))
+                    || (matches!(k, UnaryKind::Exp | UnaryKind::Rsqrt) && !exact_only(&a))
                 {
                     return false;
                 }
