@@ -620,7 +620,7 @@ impl Builder {
                     return false;
                 }
                 let ch = s[1];
-                let divisors: Vec<usize> = (1..=ch).filter(|g| ch % g == 0).collect();
+                let divisors: Vec<usize> = (1..=ch).filter(|g| ch.is_multiple_of(*g)).collect();
                 let g = divisors[p[0] % divisors.len()];
                 let o = g * (1 + p[1] % 2);
                 let kh = 1 + p[2] % 3.min(s[2] + 1);
@@ -651,7 +651,7 @@ impl Builder {
                 if rank != 3 || a.ty.dtype == DType::Bool {
                     return false;
                 }
-                let tb = p[1] % 2 == 0;
+                let tb = p[1].is_multiple_of(2);
                 let n = 1 + p[0] % 6;
                 let w = self.weight(if tb {
                     vec![s[0], n, s[2]]
@@ -694,7 +694,7 @@ impl Builder {
                     // A max-pool window past the data yields the dtype's lowest value,
                     // whose sums overflow in f32 but not in the reference's f64.
                     ceil_mode: kind == PoolKind::Avg && p[0] % 2 == 1,
-                    count_include_pad: kind == PoolKind::Avg && p[2] % 3 == 0,
+                    count_include_pad: kind == PoolKind::Avg && p[2].is_multiple_of(3),
                 }
                 .into()
             }
@@ -711,8 +711,8 @@ impl Builder {
                 }
                 Reduce {
                     kind,
-                    axis: (p[0] % 3 != 0).then(|| vec![(p[1] % rank) as i64]),
-                    keepdims: p[2] % 2 == 0,
+                    axis: (!p[0].is_multiple_of(3)).then(|| vec![(p[1] % rank) as i64]),
+                    keepdims: p[2].is_multiple_of(2),
                     exclude: false,
                 }
                 .into()
@@ -722,7 +722,7 @@ impl Builder {
                     return false;
                 }
                 Softmax {
-                    axis: if p[0] % 2 == 0 {
+                    axis: if p[0].is_multiple_of(2) {
                         -1
                     } else {
                         (p[1] % rank) as i64
@@ -732,7 +732,7 @@ impl Builder {
             }
             Kind::Reshape => {
                 let numel: usize = s.iter().product();
-                let ds: Vec<usize> = (1..=numel).filter(|d| numel % d == 0).collect();
+                let ds: Vec<usize> = (1..=numel).filter(|d| numel.is_multiple_of(*d)).collect();
                 let d = ds[p[0] % ds.len()] as i64;
                 Reshape::new(match p[1] % 3 {
                     0 => vec![-1],
@@ -767,8 +767,8 @@ impl Builder {
                 if d < 2 {
                     return false;
                 }
-                if p[1] % 2 == 0 {
-                    let ds: Vec<usize> = (2..=d).filter(|k| d % k == 0).collect();
+                if p[1].is_multiple_of(2) {
+                    let ds: Vec<usize> = (2..=d).filter(|k| d.is_multiple_of(*k)).collect();
                     Split::sections(ds[p[2] % ds.len()], axis as i64).into()
                 } else {
                     Split::indices(vec![(1 + p[2] % (d - 1)) as i64], axis as i64).into()
@@ -782,7 +782,7 @@ impl Builder {
                 }
                 let axis = p[0] % rank;
                 let v = vec![s[axis]];
-                let (center, scale) = (p[1] % 2 == 0, p[2] % 2 == 0);
+                let (center, scale) = (p[1].is_multiple_of(2), p[2].is_multiple_of(2));
                 let epsilon = kiln_ir::attrs::F64([1e-5, 1e-3, 1e-1][p[3] % 3]);
                 let gamma = self.weight(v.clone());
                 let beta = self.weight(v.clone());
@@ -814,7 +814,7 @@ impl Builder {
                     1 => vec![1 + p[1] % 4],
                     _ => vec![1 + p[1] % 3, 1 + p[2] % 3],
                 };
-                let it = if p[3] % 2 == 0 {
+                let it = if p[3].is_multiple_of(2) {
                     DType::I32
                 } else {
                     DType::I64
@@ -822,8 +822,8 @@ impl Builder {
                 let idx = self.weight_of(Weight::Index, ishape, it);
                 args.push(idx);
                 Take {
-                    axis: (p[2] % 3 != 0).then(|| (p[1] % rank.max(1)) as i64),
-                    mode: if p[3] % 3 == 0 {
+                    axis: (!p[2].is_multiple_of(3)).then(|| (p[1] % rank.max(1)) as i64),
+                    mode: if p[3].is_multiple_of(3) {
                         TakeMode::Wrap
                     } else {
                         TakeMode::Clip

@@ -16,7 +16,7 @@ use kiln_testsuite::suite::{EXEC_BACKENDS, config, exec_backend, rng_seed};
 use proptest::test_runner::{TestCaseError, TestRunner};
 
 /// Default cases per (backend, opt level) instantiation.
-const CASES: u32 = 48;
+const CASES: u32 = 96;
 /// Most recipes per program.
 const MAX_NODES: usize = 8;
 

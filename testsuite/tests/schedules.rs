@@ -9,7 +9,7 @@ use proptest::test_runner::{TestCaseError, TestRunner};
 
 fn schedule_suite(backend: &str) {
     let backend = exec_backend(backend).expect("registered backend");
-    let mut runner = TestRunner::new(config(48));
+    let mut runner = TestRunner::new(config(96));
     if let Err(e) = runner.run(&sched_case(), |case| {
         check(&case, backend).map_err(TestCaseError::fail)
     }) {
