@@ -132,6 +132,24 @@ pub fn render(mx: &Matrix, onnx: &BTreeMap<(&'static str, String), usize>) -> St
          op it calls, with the dtype of the op's first argument.\n",
         mx.cases, mx.seed, mx.max_nodes, mx.built, OPT_LEVELS
     );
+    for b in EXEC_BACKENDS {
+        let declared: Vec<String> = b
+            .unsupported
+            .iter()
+            .map(|(op, d)| format!("`{op}` on {d}"))
+            .collect();
+        let declared = if declared.is_empty() {
+            "nothing".to_string()
+        } else {
+            declared.join(", ")
+        };
+        let _ = writeln!(
+            s,
+            "- `{}` (target `{}`) declares unsupported: {declared}.",
+            b.name, b.target
+        );
+    }
+    let _ = writeln!(s);
     let _ = writeln!(
         s,
         "| op | dtype | {} |\n|---|---|{}",
