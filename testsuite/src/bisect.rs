@@ -3,7 +3,8 @@
 //! enabled — every later pass switched off through `PassContext::disabled` — and names
 //! the first pass whose switching on takes the output beyond tolerance. It works on any
 //! `&[&dyn Pass]` and context (`kiln_rewrite::pass`), so the real pipeline drops in
-//! unchanged; the evaluator is the caller's (the reference interpreter, or a backend).
+//! unchanged; the evaluator is the caller's (the reference interpreter, or a backend:
+//! [`bisect_on_backend`] runs a random-graph case's prefixes on a registered backend).
 
 use std::collections::BTreeSet;
 
@@ -69,4 +70,18 @@ pub fn bisect(
     // Every prefix agrees but the whole run does not: the disagreement comes from the
     // context itself (e.g. a required pass the caller disabled); name none.
     Ok(found)
+}
+
+/// [`bisect`] for a random-graph case on `backend`: each pass prefix's module is built at
+/// opt level 0 (so only the given passes transform it) and compared with the reference
+/// interpreter's outputs on the unoptimized module, with the case's tolerance.
+pub fn bisect_on_backend(
+    built: &crate::graphs::Built,
+    passes: &[&dyn Pass],
+    ctx: &PassContext,
+    backend: &crate::suite::ExecBackend,
+) -> Result<Bisection, String> {
+    let want = crate::graphs::reference(&built.module, &built.inputs)?;
+    let eval = |m: &Module| backend.run(m, &built.inputs, &built.bound, 0);
+    bisect(&built.module, passes, ctx, &eval, &want, built.tol)
 }

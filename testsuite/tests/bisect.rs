@@ -1,8 +1,9 @@
 //! The numerics bisection names the guilty pass: a pass list of correct passes (swap the
 //! arguments of `add` and of `multiply`, commutative) around a deliberately broken one
 //! (swap the arguments of `subtract`), run on a small module; `bisect` must name the
-//! broken pass, and name none when the broken pass is disabled or absent. Also: a pass
-//! gated off by the opt level is never blamed.
+//! broken pass — evaluated by the reference interpreter and, built at opt level 0, on
+//! every registered backend — and name none when the broken pass is disabled or gated
+//! off by the opt level.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +11,7 @@ use kiln_ir::op::{Binary, BinaryKind, Unary, UnaryKind};
 use kiln_ir::visit::{ExprMutator, mutate};
 use kiln_ir::{DType, ExprId, ExprKind, Module, NDArray, Type};
 use kiln_rewrite::{Pass, PassContext, PassInfo, PassOutcome};
-use kiln_testsuite::bisect::bisect;
+use kiln_testsuite::bisect::{bisect, bisect_on_backend};
 use kiln_testsuite::graphs::reference;
 use kiln_testsuite::ops::ARITH;
 
@@ -128,6 +129,32 @@ fn names_none_when_the_broken_pass_is_off() {
     let ctx = PassContext::with_opt_level(1).unwrap();
     let gated = bisect(&m, &list, &ctx, &eval, &want, ARITH).unwrap();
     assert_eq!(gated.guilty, None, "{gated:?}");
+}
+
+/// The same on every registered backend, starting from a saved case's text: each prefix
+/// is built and run on the backend.
+#[test]
+fn names_the_broken_pass_on_every_backend() {
+    let built = kiln_testsuite::cases::replay(
+        "// kiln-case seed=3 fill=uniform,large\n\
+         def @main(%x0: Tensor[(2, 3), float32], %x1: Tensor[(3), float32]) {\n\
+           %0 = subtract(%x0, %x1);\n\
+           add(multiply(%0, %x0), %x1)\n\
+         }",
+    )
+    .unwrap();
+    let ps = passes();
+    let list: Vec<&dyn Pass> = ps.iter().map(|p| p as &dyn Pass).collect();
+    let ctx = PassContext::with_opt_level(2).unwrap();
+    for backend in kiln_testsuite::suite::EXEC_BACKENDS {
+        let found = bisect_on_backend(&built, &list, &ctx, backend).unwrap();
+        assert_eq!(
+            found.guilty.as_deref(),
+            Some("broken_commute_subtract"),
+            "{}: {found:?}",
+            backend.name
+        );
+    }
 }
 
 #[test]
