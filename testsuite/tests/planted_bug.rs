@@ -23,7 +23,10 @@ fn planted_off_by_one_is_found_and_shrunk() {
     let cpu = exec_backend("cpu").unwrap();
     let _guard = Unplant;
     plant_bug(Some(Bug::LoopBoundOffByOne));
-    let mut runner = TestRunner::new(config(200));
+    // At least 200 cases whatever KILN_CASES says: the search must have room.
+    let mut cfg = config(200);
+    cfg.cases = cfg.cases.max(200);
+    let mut runner = TestRunner::new(cfg);
     let result = runner.run(&graph_spec(8), |spec| {
         check(&spec, cpu, 2)
             .map(|_| ())
