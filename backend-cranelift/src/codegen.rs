@@ -582,6 +582,11 @@ impl Cx<'_, '_> {
             }
             Stmt::Allocate { buffer, body } => self.allocate(*buffer, body),
             Stmt::If { cond, then, else_ } => {
+                // A condition unrolling made constant: emit only the branch taken.
+                if let Some(c) = promote::const_cond(cond, &self.consts) {
+                    let taken = if c { Some(&**then) } else { else_.as_deref() };
+                    return taken.map_or(Ok(()), |s| self.stmt(s));
+                }
                 let (c, _) = self.expr(cond)?;
                 let tb = self.b.create_block();
                 let eb = self.b.create_block();
@@ -967,6 +972,12 @@ impl Cx<'_, '_> {
         let iv = self.b.append_block_param(header, types::I64);
         self.b.ins().jump(header, &[BlockArg::Value(lo)]);
         self.b.switch_to_block(header);
+        // Test hook (crate::testing): the planted off-by-one stops a step early.
+        let hi = if crate::testing::planted(crate::testing::Bug::LoopBoundOffByOne) {
+            self.b.ins().iadd_imm_s(hi, -1)
+        } else {
+            hi
+        };
         let more = self.b.ins().icmp(IntCC::SignedLessThan, iv, hi);
         self.b.ins().brif(more, body_b, &[], exit, &[]);
         self.b.switch_to_block(body_b);

@@ -32,6 +32,7 @@ mod pool;
 mod promote;
 mod runtime;
 mod simd;
+pub mod testing;
 
 /// What code generation did with `vectorized` loops so far in this process: loops run as
 /// f32x4, loops left scalar, f32x4 groups, groups left scalar (unaligned), and guarded

@@ -52,6 +52,43 @@ pub fn const_eval(e: &Expr, consts: &[Option<i64>]) -> Option<i64> {
     })
 }
 
+/// The value of condition `e`, if it compares integers [`const_eval`] knows (so the
+/// code generator can drop a branch that unrolling made unreachable, whose accesses of a
+/// promoted buffer may be out of bounds).
+pub fn const_cond(e: &Expr, consts: &[Option<i64>]) -> Option<bool> {
+    Some(match e {
+        Expr::Bool(b) => *b,
+        Expr::Not(x) => !const_cond(x, consts)?,
+        Expr::Binary { op, lhs, rhs } => match op {
+            // One known side may decide: `false && _`, `true || _`.
+            BinOp::And | BinOp::Or => {
+                let (a, b) = (const_cond(lhs, consts), const_cond(rhs, consts));
+                let decides = *op == BinOp::Or;
+                if a == Some(decides) || b == Some(decides) {
+                    decides
+                } else {
+                    a?;
+                    b?;
+                    !decides
+                }
+            }
+            _ => {
+                let (a, b) = (const_eval(lhs, consts)?, const_eval(rhs, consts)?);
+                match op {
+                    BinOp::Eq => a == b,
+                    BinOp::Ne => a != b,
+                    BinOp::Lt => a < b,
+                    BinOp::Le => a <= b,
+                    BinOp::Gt => a > b,
+                    BinOp::Ge => a >= b,
+                    _ => return None,
+                }
+            }
+        },
+        _ => return None,
+    })
+}
+
 fn floor_div(a: i64, b: i64) -> Option<i64> {
     let q = a.checked_div(b)?;
     Some(if (a % b != 0) && ((a < 0) != (b < 0)) {

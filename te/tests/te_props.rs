@@ -9,53 +9,18 @@
 mod te_util;
 
 use kiln_te::te::{Graph, Schedule, Tensor};
+use kiln_te::testing::{self, Prim};
 use proptest::prelude::*;
 use te_util::*;
 
-#[derive(Clone, Debug)]
-enum Prim {
-    Split(usize, usize),
-    Swap(usize, usize),
-    Fuse(usize),
-    Vectorize,
-    Unroll(usize),
-    Parallel(usize),
-}
-
 fn prim() -> impl Strategy<Value = Prim> {
-    prop_oneof![
-        3 => (0..6usize, 1..6usize).prop_map(|(a, f)| Prim::Split(a, f)),
-        2 => (0..6usize, 0..6usize).prop_map(|(a, b)| Prim::Swap(a, b)),
-        2 => (0..6usize).prop_map(Prim::Fuse),
-        1 => Just(Prim::Vectorize),
-        1 => (0..6usize).prop_map(Prim::Unroll),
-        1 => (0..6usize).prop_map(Prim::Parallel),
-    ]
+    (0..10u8, 0..6usize, 1..6usize).prop_map(|(k, a, b)| Prim::from_draw(k, a, b))
 }
 
 /// Applies `p` to stage `t`; a refused primitive must leave the stage as it was.
 fn apply(s: &mut Schedule, t: Tensor, p: &Prim) {
-    let leaves = s.leaf_axes(t).unwrap();
-    let n = leaves.len();
-    let before = s.stage(t).unwrap().clone();
-    let r = match *p {
-        Prim::Split(a, f) => s.split(t, leaves[a % n], f).map(|_| ()),
-        Prim::Swap(a, b) => s.reorder(t, &[leaves[b % n], leaves[a % n]]).map(|_| ()),
-        Prim::Fuse(a) if n >= 2 => {
-            let a = a % (n - 1);
-            s.fuse(t, leaves[a], leaves[a + 1]).map(|_| ())
-        }
-        Prim::Fuse(_) => Ok(()),
-        Prim::Vectorize => s.vectorize(t, leaves[n - 1]),
-        Prim::Unroll(a) => s.unroll(t, leaves[a % n]),
-        Prim::Parallel(a) => s.parallel(t, leaves[a % n]),
-    };
-    if r.is_err() {
-        assert_eq!(
-            *s.stage(t).unwrap(),
-            before,
-            "refused {p:?} changed the stage"
-        );
+    if let Err(e) = testing::apply(s, t, p) {
+        panic!("{e}");
     }
 }
 

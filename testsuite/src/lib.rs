@@ -4,7 +4,18 @@
 //! backend. Its tests also check whole ONNX models (ResNet-18, a BERT encoder block)
 //! against ONNX Runtime (`tests/onnx_models.rs`). [`ops`] is the one op suite run on
 //! every backend (`tests/ops.rs`): lowered under both default schedules in the loop-IR
-//! interpreter, and built through the executor on `interp` and `cpu`.
+//! interpreter, and built through the executor on `interp` and `cpu`. [`suite`] is the
+//! registry of executor backends and opt levels the graph-level suites are instantiated
+//! for; [`graphs`] generates random well-typed programs (`tests/graphs.rs`; saved cases,
+//! [`cases`], replayed by `tests/replay.rs`); [`schedules`] fuzzes schedules on every backend;
+//! [`bisect`] names the pass that breaks numerics; [`matrix`] writes `CONFORMANCE.md`
+//! (`cargo run -p kiln-testsuite --bin conformance`).
 
+pub mod bisect;
+pub mod cases;
+pub mod graphs;
+pub mod matrix;
 pub mod onnx_node;
 pub mod ops;
+pub mod schedules;
+pub mod suite;

@@ -4,10 +4,7 @@
 //! `tests/ops.rs`; a new backend is one more [`Backend`] variant.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use kiln_backend_cranelift::CraneliftBackend;
-use kiln_executor::{Target, build, build_with};
 use kiln_ir::{DType, Module, NDArray, Op, TensorType, Type};
 use kiln_te::tir::{self, PrimFunc};
 use kiln_te::topi::TargetKind;
@@ -76,7 +73,7 @@ impl Backend {
             Backend::TirCpu => run_lowered(m, args, TargetKind::Cpu),
             Backend::TirGpu => run_lowered(m, args, TargetKind::Gpu),
             Backend::Interp => run_executor(m, params, args, "interp"),
-            Backend::Cpu => run_executor(m, params, args, "cpu -threads=2"),
+            Backend::Cpu => run_executor(m, params, args, "cpu"),
         }
     }
 }
@@ -182,14 +179,16 @@ fn run_lowered(m: &Module, args: &[NDArray], target: TargetKind) -> Result<Vec<N
     tir::run_with_inputs(k, args).map_err(|e| format!("run: {e}\n{k}"))
 }
 
-/// Builds for `target` with the last parameter bound as a param at build time (when
-/// there are several), sets the others as inputs, runs the graph executor.
+/// Builds on the registered executor backend `name` ([`crate::suite::EXEC_BACKENDS`]) at
+/// opt level 2 with the last parameter bound as a param at build time (when there are
+/// several), sets the others as inputs, runs the graph executor.
 fn run_executor(
     m: &Module,
     params: &[(String, TensorType)],
     args: &[NDArray],
-    target: &str,
+    name: &str,
 ) -> Result<Vec<NDArray>, String> {
+    let backend = crate::suite::exec_backend(name).ok_or(format!("no backend `{name}`"))?;
     let named: BTreeMap<String, NDArray> = params
         .iter()
         .map(|(n, _)| n.clone())
@@ -201,21 +200,5 @@ fn run_executor(
     {
         bound.insert(n.clone(), named[n].clone());
     }
-    let target: Target = target.parse().map_err(|e| format!("{e}"))?;
-    let lib = match target.kind() {
-        kiln_executor::TargetKind::Cpu => {
-            build_with(m, &target, &bound, 2, Arc::new(CraneliftBackend))
-        }
-        _ => build(m, &target, &bound, 2),
-    }
-    .map_err(|e| format!("build: {e}"))?;
-    let mut ex = lib.create_executor().map_err(|e| e.to_string())?;
-    for (name, v) in &named {
-        if !bound.contains_key(name) {
-            ex.set_input(name, v)
-                .map_err(|e| format!("set_input: {e}"))?;
-        }
-    }
-    ex.run().map_err(|e| format!("run: {e}"))?;
-    ex.outputs().map_err(|e| e.to_string())
+    backend.run(m, &named, &bound, 2)
 }

@@ -1,84 +1,15 @@
 //! Shared helpers of the `te_*` tests: sample computes (elementwise with broadcasting,
-//! matmul, padded conv2d), random inputs, and a check that a schedule lowers to a
+//! matmul, padded conv2d; from `kiln_te::testing`), random inputs, and a check that a schedule lowers to a
 //! verified kernel (whose text form reads back) computing what the unscheduled lowering
 //! computes.
 #![allow(dead_code)]
 
-use kiln_ir::{DType, NDArray};
-use kiln_te::te::{self, Expr, Graph, Schedule, Tensor};
+use kiln_ir::NDArray;
+use kiln_te::te::{self, Graph, Schedule};
 use kiln_te::tir::{PrimFunc, parse, run_with_inputs, verify};
 
-/// `C[i, j] = sum_k A[i, k] * B[k, j]`; returns (graph, A, B, C).
-pub fn matmul(m: usize, n: usize, k: usize) -> (Graph, Tensor, Tensor, Tensor) {
-    let mut g = Graph::new();
-    let a = g.placeholder(&[m, k], DType::F32, "A").unwrap();
-    let b = g.placeholder(&[k, n], DType::F32, "B").unwrap();
-    let r = g.reduce_axis(k, "k").unwrap();
-    let c = g
-        .compute(&[m, n], "C", |i| {
-            te::sum(
-                a.at(&[i[0].clone(), r.into()]) * b.at(&[r.into(), i[1].clone()]),
-                &[r],
-            )
-        })
-        .unwrap();
-    (g, a, b, c)
-}
-
-/// `y = relu(x + bias[j]) * 2` with an intermediate stage; returns (graph, add, y).
-pub fn bias_relu(m: usize, n: usize) -> (Graph, Tensor, Tensor) {
-    let mut g = Graph::new();
-    let x = g.placeholder(&[m, n], DType::F32, "x").unwrap();
-    let bias = g.placeholder(&[n], DType::F32, "bias").unwrap();
-    let add = g
-        .compute(&[m, n], "add", |i| x.at(i) + bias.at(&[i[1].clone()]))
-        .unwrap();
-    let y = g
-        .compute(&[m, n], "y", |i| te::maximum(add.at(i), 0.0f32) * 2)
-        .unwrap();
-    (g, add, y)
-}
-
-/// NCHW conv2d with padding `pad`, 3x3 kernel, stride 1, reading a padded copy of the
-/// data made by a separate `pad` stage; returns (graph, pad, conv).
-pub fn conv2d(c: usize, h: usize, w: usize, o: usize, pad: usize) -> (Graph, Tensor, Tensor) {
-    let mut g = Graph::new();
-    let x = g.placeholder(&[1, c, h, w], DType::F32, "data").unwrap();
-    let wt = g.placeholder(&[o, c, 3, 3], DType::F32, "weight").unwrap();
-    let (ph, pw) = (h + 2 * pad, w + 2 * pad);
-    let p = pad as i32;
-    let padded = g
-        .compute(&[1, c, ph, pw], "pad", |i| {
-            let hh = &i[2] - p;
-            let ww = &i[3] - p;
-            let inside = hh
-                .clone()
-                .ge(0)
-                .and(hh.clone().lt(h as i32))
-                .and(ww.clone().ge(0))
-                .and(ww.clone().lt(w as i32));
-            te::select(inside, x.at(&[i[0].clone(), i[1].clone(), hh, ww]), 0.0f32)
-        })
-        .unwrap();
-    let (oh, ow) = (ph - 2, pw - 2);
-    let rc = g.reduce_axis(c, "rc").unwrap();
-    let ry = g.reduce_axis(3, "ry").unwrap();
-    let rx = g.reduce_axis(3, "rx").unwrap();
-    let conv = g
-        .compute(&[1, o, oh, ow], "conv", |i| {
-            te::sum(
-                padded.at(&[
-                    i[0].clone(),
-                    rc.into(),
-                    &i[2] + Expr::from(ry),
-                    &i[3] + Expr::from(rx),
-                ]) * wt.at(&[i[1].clone(), rc.into(), ry.into(), rx.into()]),
-                &[rc, ry, rx],
-            )
-        })
-        .unwrap();
-    (g, padded, conv)
-}
+#[allow(unused_imports)]
+pub use kiln_te::testing::{bias_relu, conv2d, matmul};
 
 /// Random inputs for every parameter of `f`.
 pub fn inputs(f: &PrimFunc, seed: u64) -> Vec<NDArray> {
