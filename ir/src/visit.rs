@@ -276,7 +276,9 @@ mod tests {
     #[test]
     fn extract_copies_one_function_only() {
         let (mut m, x, y, out) = sample();
-        let f = m.function(&[x, y], out, FnAttrs { primitive: true }).unwrap();
+        let f = m
+            .function(&[x, y], out, FnAttrs { primitive: true })
+            .unwrap();
         let unrelated = m.var("unrelated", Type::tensor([9], DType::F32));
         let (k, kf) = extract(&m, f);
         // x, y, the inner tuple, the get, the outer tuple, the function.

@@ -5,7 +5,11 @@
 //! op's floating-point tolerance). Depends on `kiln-ir` only.
 
 pub mod error;
+pub mod fuse;
 pub mod pass;
+pub mod pipeline;
 
 pub use error::{Error, Result};
+pub use fuse::FuseOps;
 pub use pass::{Pass, PassContext, PassInfo, PassOutcome, PassRecord, PassReport};
+pub use pipeline::optimize;
