@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_ir::{Callee, ExprId, ExprKind, FnAttrs, Module, NDArray, Type};
-use kiln_rewrite::PassContext;
+use kiln_rewrite::{PassContext, PassReport};
 use kiln_te::tir::{self, PrimFunc};
 use kiln_te::topi::TargetKind as LowerKind;
 use kiln_te::topi::lower::{kernel_name, lower_function};
@@ -74,13 +74,9 @@ pub fn build_with(
             backend.name()
         )));
     }
-    let ctx = opts.into();
     let mut log = BuildLog::default();
-    let module = log.step("verify", || check_module(module))?;
-    let (module, names) = log.step("bind params", || bind_params(&module, params))?;
-    let (module, report) = log.step("optimize", || Ok(kiln_rewrite::optimize(&module, &ctx)?))?;
-    let (module, params) = log.step("lift constants", || lift_constants(&module, &names))?;
-    let graph = log.step("graph", || graph_of_main(&module, &params))?;
+    let opt = optimize_steps(module, params, &opts.into(), &mut log)?;
+    let graph = log.step("graph", || graph_of_main(&opt.module, &opt.params))?;
     let kernels = log.step("lower", || {
         lower_calls(&graph.calls, backend.lower_kind(target))
     })?;
@@ -101,7 +97,7 @@ pub fn build_with(
         Program::Kernels { kernels, library },
         layout,
         log.steps,
-        report,
+        opt.report,
     ))
 }
 
@@ -115,22 +111,60 @@ fn build_reference(
     ctx: &PassContext,
 ) -> Result<CompiledModule> {
     let mut log = BuildLog::default();
-    let module = log.step("verify", || check_module(module))?;
-    let (module, names) = log.step("bind params", || bind_params(&module, params))?;
-    let (module, report) = log.step("optimize", || Ok(kiln_rewrite::optimize(&module, ctx)?))?;
-    let (module, params) = log.step("lift constants", || lift_constants(&module, &names))?;
-    let graph = log.step("graph", || graph_of_main(&module, &params))?;
+    let opt = optimize_steps(module, params, ctx, &mut log)?;
+    let graph = log.step("graph", || graph_of_main(&opt.module, &opt.params))?;
     let json = log.step("plan memory", || graph.to_json())?;
     let layout = Layout::new(&json, &|n| graph.params.contains_key(n), None, false)?;
     Ok(CompiledModule::new(
         json,
         target.clone(),
         graph.params,
-        Program::Reference(Arc::new(module)),
+        Program::Reference(Arc::new(opt.module)),
         layout,
         log.steps,
-        report,
+        opt.report,
     ))
+}
+
+/// The graph-level half of a build: the optimized module, its params, the pass report.
+pub struct Optimized {
+    /// The module after the passes, its constants lifted to `@main` parameters: `@main`
+    /// takes the model's inputs, then its params.
+    pub module: Module,
+    /// Values of the params of `module` (given weights by their names, folded constants
+    /// as `p0`, `p1`, ...).
+    pub params: Params,
+    /// What each pass did.
+    pub report: PassReport,
+}
+
+/// What [`build`] does before it cuts the graph, for tools that show it (`kiln inspect
+/// --emit opt`): verify, bind `params`, optimize under `opts`, lift constants back to
+/// params.
+pub fn optimize(
+    module: &Module,
+    params: &Params,
+    opts: impl Into<PassContext>,
+) -> Result<Optimized> {
+    optimize_steps(module, params, &opts.into(), &mut BuildLog::default())
+}
+
+/// [`optimize`], each step timed into `log`.
+fn optimize_steps(
+    module: &Module,
+    params: &Params,
+    ctx: &PassContext,
+    log: &mut BuildLog,
+) -> Result<Optimized> {
+    let module = log.step("verify", || check_module(module))?;
+    let (module, names) = log.step("bind params", || bind_params(&module, params))?;
+    let (module, report) = log.step("optimize", || Ok(kiln_rewrite::optimize(&module, ctx)?))?;
+    let (module, params) = log.step("lift constants", || lift_constants(&module, &names))?;
+    Ok(Optimized {
+        module,
+        params,
+        report,
+    })
 }
 
 /// Timings of the build steps, in order.

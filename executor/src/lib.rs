@@ -76,7 +76,7 @@ pub mod plan;
 pub mod target;
 
 pub use backend::{Backend, DeviceBuffer, KernelLibrary};
-pub use build::{Params, build, build_with};
+pub use build::{Optimized, Params, build, build_with, optimize};
 pub use debug::{DebugExecutor, Profile};
 pub use error::{Error, Result};
 pub use executor::{
