@@ -84,6 +84,7 @@ pub use executor::{
 };
 pub use export::{load, load_bytes};
 pub use graph_json::GraphJson;
+pub use kiln_rewrite::{PassContext, PassReport};
 pub use module::CompiledModule;
 pub use params::{load_ndarray, load_params, save_ndarray, save_params};
 pub use plan::MemoryReport;
