@@ -1,7 +1,7 @@
-//! Operator fusion on whole models: the groups FuseOps makes on the zoo's CNNs and MLP
-//! (counts and names as TVM makes them), every group lowering to a verified kernel for
-//! both target kinds, and fused modules computing what the unfused ones compute in the
-//! reference interpreter.
+//! Operator fusion against lowering: the groups FuseOps makes on the zoo's CNNs and MLP
+//! (counts and names as TVM makes them) and on the fusion file tests of `rewrite`, every
+//! group lowering to a verified kernel for both target kinds, and fused modules computing
+//! what the unfused ones compute in the reference interpreter.
 
 use std::collections::BTreeMap;
 
@@ -253,8 +253,35 @@ fn split_and_concat_fuse_and_lower() {
     m.set_main(&[x], out).unwrap();
     kiln_ir::verify::verify(&m).unwrap();
     let (f, stats) = fused(&m);
-    eprintln!("{f}");
     assert!(stats.groups < stats.ops, "{stats:?}");
     assert_groups_lower(&f);
     assert_same_values(&m, &f, &inputs_with(&BTreeMap::new(), &m, 9));
+}
+
+/// The input IR of every fusion file test in `rewrite/tests/filetests/fuse/`.
+fn fuse_filetest_inputs() -> Vec<(String, Module)> {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rewrite/tests/filetests/fuse");
+    let mut out = vec![];
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let input = text.split("// ---- expected ----").next().unwrap();
+        let m = kiln_ir::text::parse_module(input)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        out.push((path.display().to_string(), m));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[test]
+fn fusion_file_test_groups_lower() {
+    let cases = fuse_filetest_inputs();
+    assert!(cases.len() >= 5, "{} cases", cases.len());
+    for (name, m) in cases {
+        let (f, stats) = fused(&m);
+        assert!(stats.groups >= 1, "{name}");
+        assert_groups_lower(&f);
+    }
 }
