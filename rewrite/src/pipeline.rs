@@ -31,3 +31,38 @@ pub fn optimize(module: &Module, ctx: &PassContext) -> Result<(Module, PassRepor
     let refs: Vec<&dyn Pass> = passes.iter().map(|p| p.as_ref()).collect();
     run_passes(module, &refs, ctx)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_ir::op::{Unary, UnaryKind};
+    use kiln_ir::{DType, Type};
+
+    fn relu() -> Module {
+        Module::single_op(
+            Unary {
+                kind: UnaryKind::Relu,
+            },
+            &[Type::tensor([3], DType::F32)],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn optimize_runs_fusion_last_and_reports_it() {
+        let (m, report) = optimize(&relu(), &PassContext::from(3)).unwrap();
+        assert_eq!(report.records.last().unwrap().name, "FuseOps");
+        assert!(report.get("FuseOps").unwrap().ran);
+        let text = kiln_ir::text::print_module(&m, &Default::default());
+        assert!(text.contains("Primitive=1"), "{text}");
+    }
+
+    #[test]
+    fn opt_levels_above_three_are_refused() {
+        for level in [4u8, 9, 255] {
+            let e = optimize(&relu(), &PassContext::from(level)).unwrap_err();
+            assert!(e.to_string().contains("out of range 0..=3"), "{e}");
+        }
+        assert!(PassContext::with_opt_level(4).is_err());
+    }
+}

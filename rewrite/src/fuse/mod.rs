@@ -182,3 +182,65 @@ fn make_function(
     let call = out.call_function(f, &args)?;
     Ok((call, ops))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_ir::op::{Conv2d, Softmax, Unary, UnaryKind};
+    use kiln_ir::{DType, Type};
+
+    fn unary(m: &mut Module, kind: UnaryKind, x: ExprId) -> ExprId {
+        m.call(Unary { kind }, &[x]).unwrap()
+    }
+
+    /// `conv -> (relu | middle) -> add`: a diamond below a conv.
+    fn diamond(opaque_middle: bool) -> Module {
+        let mut m = Module::new();
+        let x = m.var("x", Type::tensor([1, 2, 4, 4], DType::F32));
+        let w = m.var("w", Type::tensor([2, 2, 1, 1], DType::F32));
+        let c = m.call(Conv2d::default(), &[x, w]).unwrap();
+        let a = unary(&mut m, UnaryKind::Relu, c);
+        let b = if opaque_middle {
+            m.call(Softmax { axis: -1 }, &[c]).unwrap()
+        } else {
+            unary(&mut m, UnaryKind::Exp, c)
+        };
+        let s = m
+            .call(
+                kiln_ir::op::Binary {
+                    kind: kiln_ir::op::BinaryKind::Add,
+                },
+                &[a, b],
+            )
+            .unwrap();
+        m.set_main(&[x, w], s).unwrap();
+        m
+    }
+
+    #[test]
+    fn a_diamond_of_elementwise_ops_joins_its_conv() {
+        let (_, stats) = fuse_ops(&diamond(false), true, 256).unwrap();
+        assert_eq!((stats.groups, stats.ops), (1, 4));
+    }
+
+    #[test]
+    fn an_opaque_op_on_one_branch_blocks_the_conv() {
+        // The conv's post-dominator is the add, but the softmax path is not
+        // broadcast-only: conv alone, softmax alone, relu + add.
+        let (_, stats) = fuse_ops(&diamond(true), true, 256).unwrap();
+        assert_eq!(stats.groups, 3);
+        assert_eq!(stats.largest, 2);
+    }
+
+    #[test]
+    fn fusing_twice_changes_nothing_more() {
+        let (once, s1) = fuse_ops(&diamond(false), true, 256).unwrap();
+        let (twice, s2) = fuse_ops(&once, true, 256).unwrap();
+        assert_eq!(s1.groups, 1);
+        assert_eq!(s2.groups, 0, "calls of existing functions are left alone");
+        assert_eq!(
+            kiln_ir::text::print_module(&once, &Default::default()),
+            kiln_ir::text::print_module(&twice, &Default::default())
+        );
+    }
+}
