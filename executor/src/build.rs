@@ -76,7 +76,7 @@ pub fn build_with(
     }
     let mut log = BuildLog::default();
     let opt = optimize_steps(module, params, &opts.into(), &mut log)?;
-    let graph = log.step("graph", || graph_of_main(&opt.module, &opt.params))?;
+    let graph = log.step("graph", || graph_of_main(&opt.module, opt.params))?;
     let kernels = log.step("lower", || {
         lower_calls(&graph.calls, backend.lower_kind(target))
     })?;
@@ -112,7 +112,7 @@ fn build_reference(
 ) -> Result<CompiledModule> {
     let mut log = BuildLog::default();
     let opt = optimize_steps(module, params, ctx, &mut log)?;
-    let graph = log.step("graph", || graph_of_main(&opt.module, &opt.params))?;
+    let graph = log.step("graph", || graph_of_main(&opt.module, opt.params))?;
     let json = log.step("plan memory", || graph.to_json())?;
     let layout = Layout::new(&json, &|n| graph.params.contains_key(n), None, false)?;
     Ok(CompiledModule::new(
@@ -415,7 +415,7 @@ fn placeholder(name: &str) -> Node {
 
 /// Cuts `@main` of `m` into placeholders and kernel calls (see the module docs), binding
 /// `params` (already checked against `@main`, see [`bind_params`]) by name.
-pub(crate) fn graph_of_main(m: &Module, params: &Params) -> Result<Graph> {
+pub(crate) fn graph_of_main(m: &Module, mut params: Params) -> Result<Graph> {
     let main = m.main()?;
     let mut g = Graph {
         nodes: vec![],
@@ -431,12 +431,10 @@ pub(crate) fn graph_of_main(m: &Module, params: &Params) -> Result<Graph> {
         .iter()
         .map(|&p| m.var_name(p).unwrap_or(""))
         .collect();
-    for name in params.keys() {
-        if !names.contains(&name.as_str()) {
-            return Err(Error::Internal(format!(
-                "param `{name}` is not a parameter of the optimized @main"
-            )));
-        }
+    if let Some(name) = params.keys().find(|n| !names.contains(&n.as_str())) {
+        return Err(Error::Internal(format!(
+            "param `{name}` is not a parameter of the optimized @main"
+        )));
     }
     let mut env: HashMap<ExprId, Val> = HashMap::new();
     let mut taken: HashSet<String> = HashSet::new();
@@ -452,8 +450,8 @@ pub(crate) fn graph_of_main(m: &Module, params: &Params) -> Result<Graph> {
                 "two parameters of @main are named %{name}; graph inputs are bound by name"
             )));
         }
-        if let Some(v) = params.get(name) {
-            g.params.insert(name.to_string(), v.clone());
+        if let Some(v) = params.remove(name) {
+            g.params.insert(name.to_string(), v);
         }
         let nid = g.add_node(placeholder(name), &[t]);
         env.insert(
