@@ -8,9 +8,9 @@
 //! Params are bound into `@main` as constants before optimizing (Relay's
 //! `bind_params_by_name`), so passes can fold them; after optimizing, the constants left
 //! in `@main` become graph params again: a param the passes left untouched keeps its
-//! name, a new constant is named `p0`, `p1`, ... ([`lift_constants`]).
+//! name, a new constant is named `p0`, `p1`, ... (`lift_constants`).
 //!
-//! Graph construction ([`graph_of_main`]) follows TVM's graph codegen: a placeholder per
+//! Graph construction (`graph_of_main`) follows TVM's graph codegen: a placeholder per
 //! parameter of `@main` in order, then one kernel call per call of a primitive function
 //! (what `FuseOps` makes of every op call, fused or not; a loose op call is wrapped into
 //! a primitive function of its own), each lowered from a module holding that function

@@ -84,9 +84,9 @@ fn assert_same_values(a: &Module, b: &Module, inputs: &Inputs) {
 fn inputs_with(params: &BTreeMap<String, NDArray>, m: &Module, seed: u64) -> Inputs {
     let mut inputs: Inputs = params.clone();
     for (i, (name, ty)) in m.main_tensor_params().unwrap().into_iter().enumerate() {
-        if !inputs.contains_key(&name) {
-            inputs.insert(name, NDArray::random(ty.shape, ty.dtype, seed + i as u64));
-        }
+        inputs
+            .entry(name)
+            .or_insert_with(|| NDArray::random(ty.shape, ty.dtype, seed + i as u64));
     }
     inputs
 }

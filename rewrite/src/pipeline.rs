@@ -10,12 +10,12 @@ use crate::pass::{MAX_OPT_LEVEL, Pass, PassContext, PassReport, run_passes};
 
 /// The passes of a build, in order; each is gated by its own level under the context.
 pub fn standard_passes() -> Vec<Box<dyn Pass>> {
-    let mut passes: Vec<Box<dyn Pass>> = Vec::new();
-    // SPLICE POINT: the classical passes (`crate::passes::classical_passes()`:
-    // SimplifyInference, FoldConstant, FoldScaleAxis, CSE, DCE, InferType in Relay's
-    // order) and then equality saturation (`EqSat`) go here, before fusion.
-    passes.push(Box::new(FuseOps::default()));
-    passes
+    vec![
+        // SPLICE POINT: the classical passes (`crate::passes::classical_passes()`:
+        // SimplifyInference, FoldConstant, FoldScaleAxis, CSE, DCE, InferType in Relay's
+        // order) and then equality saturation (`EqSat`) go here, before fusion.
+        Box::new(FuseOps::default()),
+    ]
 }
 
 /// Optimizes `module` under `ctx` with [`standard_passes`]; returns the new module and

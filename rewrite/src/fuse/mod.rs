@@ -1,5 +1,5 @@
 //! Operator fusion (Relay's `FuseOps`): `@main`'s op calls are grouped by Relay's graph
-//! partitioner ([`partition`]: post-dominator tree, three phases, op patterns from
+//! partitioner (`partition.rs`: post-dominator tree, three phases, op patterns from
 //! [`kiln_ir::OpPattern`]) and each group becomes a function literal with
 //! `Primitive=1`, called from `@main` — one kernel per call once lowered.
 //!

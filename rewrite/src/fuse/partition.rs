@@ -283,12 +283,12 @@ impl Partitioner<'_> {
 
     fn run_phase(&mut self, dom: &[DomNode], phase: u8) {
         use OpPattern::*;
-        for nid in 0..self.groups.len() {
+        for (nid, node) in dom.iter().enumerate() {
             let pattern = self.groups[nid].pattern;
             if pattern == Opaque {
                 continue;
             }
-            let Some(parent) = dom[nid].parent else {
+            let Some(parent) = node.parent else {
                 continue;
             };
             if self.count_with(nid, parent) > self.max_depth {
@@ -314,13 +314,13 @@ impl Partitioner<'_> {
             }
             if pattern == OutEWiseFusable {
                 if phase == 0
-                    && dom[nid].pattern == ElemWise
+                    && node.pattern == ElemWise
                     && self.check_path(nid, parent, |k, _| k <= Broadcast)
                 {
                     self.commit(nid, parent);
                 }
             } else if pattern <= Broadcast {
-                if (dom[nid].pattern <= Injective || dom[nid].pattern == CommReduce)
+                if (node.pattern <= Injective || node.pattern == CommReduce)
                     && self.check_path(nid, parent, |k, sink| {
                         if sink {
                             k <= Injective || k == CommReduce || k == OutEWiseFusable
