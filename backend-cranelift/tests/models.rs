@@ -1,5 +1,6 @@
 //! Issue 5's model-level acceptance on `cpu`: the zoo MLP, ResNet-18 and ResNet-50
-//! (batch 1) equal the graph-IR reference, and four threads with their own executors share one compiled
+//! (batch 1; the ResNets at opt level 3, one kernel per fused group) equal the graph-IR
+//! reference of the unoptimized model, and four threads with their own executors share one compiled
 //! module. Compile time and one run's latency are printed (no timing assertions).
 
 use std::collections::BTreeMap;
@@ -14,8 +15,13 @@ fn cpu() -> Target {
     "cpu -threads=2".parse().unwrap()
 }
 
-fn build_cpu(m: &Module, params: &BTreeMap<String, NDArray>) -> CompiledModule {
-    build_with(m, &cpu(), params, 2, Arc::new(CraneliftBackend)).unwrap()
+fn build_cpu(m: &Module, params: &BTreeMap<String, NDArray>, opt_level: u8) -> CompiledModule {
+    let lib = build_with(m, &cpu(), params, opt_level, Arc::new(CraneliftBackend)).unwrap();
+    // One kernel per fused group.
+    let fuse = lib.pass_report().get("FuseOps").unwrap();
+    let groups = fuse.details.iter().find(|(k, _)| k == "groups").unwrap();
+    assert_eq!(groups.1, lib.kernels().len().to_string());
+    lib
 }
 
 fn reference(m: &Module, params: &BTreeMap<String, NDArray>, data: &NDArray) -> Vec<NDArray> {
@@ -43,7 +49,7 @@ fn mlp_on_cpu_equals_the_reference() {
     let (m, params) = kiln_ir::zoo::mlp(1, 10, [1, 28, 28], DType::F32, 0).unwrap();
     let data = NDArray::random_uniform(vec![1, 1, 28, 28], DType::F32, 7, -1.0, 1.0);
     let want = reference(&m, &params, &data);
-    let lib = build_cpu(&m, &params);
+    let lib = build_cpu(&m, &params, 2);
     let got = run_once(&lib, &data);
     assert_eq!(got.len(), 1);
     got[0].allclose(&want[0], 1e-5, 1e-5).unwrap();
@@ -53,7 +59,7 @@ fn mlp_on_cpu_equals_the_reference() {
 fn resnet50_on_cpu_equals_the_reference() {
     let (m, params) = kiln_ir::zoo::by_name("resnet50").unwrap();
     let data = NDArray::random_uniform(vec![1, 3, 224, 224], DType::F32, 13, -1.0, 1.0);
-    let lib = build_cpu(&m, &params);
+    let lib = build_cpu(&m, &params, 3);
     println!(
         "resnet50 cpu: compile step {:.0} ms, {} kernels",
         compile_ms(&lib),
@@ -72,7 +78,7 @@ fn resnet18_on_cpu_equals_the_reference() {
     let (m, params) = kiln_ir::zoo::by_name("resnet18").unwrap();
     let data = NDArray::random_uniform(vec![1, 3, 224, 224], DType::F32, 11, -1.0, 1.0);
     let t = Instant::now();
-    let lib = build_cpu(&m, &params);
+    let lib = build_cpu(&m, &params, 3);
     println!(
         "resnet18 cpu: build {:.0} ms, compile step {:.0} ms, {} kernels",
         t.elapsed().as_secs_f64() * 1e3,
@@ -99,7 +105,7 @@ fn resnet18_on_cpu_equals_the_reference() {
 #[test]
 fn four_threads_on_one_module_match_a_single_thread() {
     let (m, params) = kiln_ir::zoo::mlp(1, 10, [1, 8, 8], DType::F32, 0).unwrap();
-    let lib = Arc::new(build_cpu(&m, &params));
+    let lib = Arc::new(build_cpu(&m, &params, 2));
     let images: Vec<NDArray> = (0..4)
         .map(|i| NDArray::random_uniform(vec![1, 1, 8, 8], DType::F32, 100 + i, -1.0, 1.0))
         .collect();

@@ -1,5 +1,6 @@
-//! The `kiln` command line: `kiln inspect MODEL` prints a model's graph IR (or, with
-//! `--emit loop [--target cpu|gpu]`, the loop IR of its kernels); `kiln compile` builds a
+//! The `kiln` command line: `kiln inspect MODEL` prints a model's graph IR (with
+//! `--emit opt`, the optimized graph IR and the report of every pass; with `--emit loop
+//! [--target cpu|gpu]`, the loop IR of its kernels); `kiln compile` builds a
 //! model for a target and exports it to one file; `kiln run` runs a model or an exported
 //! file; `kiln bench` times it with the graph executor's benchmark; `kiln profile` prints
 //! the debug executor's per-node table. MODEL may be an ONNX file everywhere, with
@@ -49,9 +50,10 @@ struct ShapeArgs {
     shapes: Vec<String>,
 }
 
-/// The graph-level optimization level (0..=4); for models only, not exported files.
+/// The graph-level optimization level (0..=3, Relay's levels); for models only, not
+/// exported files.
 fn opt_level_arg() -> clap::builder::RangedI64ValueParser<u8> {
-    clap::value_parser!(u8).range(0..=4)
+    clap::value_parser!(u8).range(0..=i64::from(kiln_rewrite::pass::MAX_OPT_LEVEL))
 }
 
 /// A count that must be at least 1.
@@ -73,14 +75,19 @@ enum Command {
         /// Annotate every binding with its type (`/* ty=... */`).
         #[arg(long)]
         types: bool,
-        /// What to print: `graph` (the graph IR) or `loop` (the loop IR of every kernel,
-        /// one per op call).
+        /// What to print: `graph` (the graph IR as loaded), `opt` (the graph IR after the
+        /// optimizer, then a report of every pass as comments) or `loop` (the loop IR of
+        /// every kernel of the optimized graph, one per fused group).
         #[arg(long, default_value = "graph")]
         emit: String,
         /// The target kind the kernels are scheduled for with `--emit loop`: `cpu` or
         /// `gpu`.
         #[arg(long, default_value = "cpu")]
         target: String,
+        /// Graph-level optimization level for `--emit opt` and `--emit loop`, 0..=3
+        /// (default 3).
+        #[arg(long, value_name = "N", value_parser = opt_level_arg())]
+        opt_level: Option<u8>,
     },
     /// Build a model for a target and export it to one file (graph JSON, params, target
     /// and kernels); prints the kernel count, the build time and the memory plan.
@@ -95,7 +102,7 @@ enum Command {
         /// The file to write.
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: PathBuf,
-        /// Graph-level optimization level, 0..=4 (default 3).
+        /// Graph-level optimization level, 0..=3 (default 3).
         #[arg(long, value_name = "N", value_parser = opt_level_arg())]
         opt_level: Option<u8>,
     },
@@ -114,7 +121,7 @@ enum Command {
         /// Write output 0 to this `.npy` file.
         #[arg(long)]
         output: Option<PathBuf>,
-        /// Graph-level optimization level, 0..=4 (default 3; models only).
+        /// Graph-level optimization level, 0..=3 (default 3; models only).
         #[arg(long, value_name = "N", value_parser = opt_level_arg())]
         opt_level: Option<u8>,
     },
@@ -130,7 +137,7 @@ enum Command {
         target: String,
         #[command(flatten)]
         inputs: InputArgs,
-        /// Graph-level optimization level, 0..=4 (default 3; models only).
+        /// Graph-level optimization level, 0..=3 (default 3; models only).
         #[arg(long, value_name = "N", value_parser = opt_level_arg())]
         opt_level: Option<u8>,
         /// Measurements to take.
@@ -167,7 +174,7 @@ enum Command {
         target: String,
         #[command(flatten)]
         inputs: InputArgs,
-        /// Graph-level optimization level, 0..=4 (default 3; models only).
+        /// Graph-level optimization level, 0..=3 (default 3; models only).
         #[arg(long, value_name = "N", value_parser = opt_level_arg())]
         opt_level: Option<u8>,
         /// Calls of each kernel to average over.
@@ -211,12 +218,16 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             types,
             emit,
             target,
+            opt_level,
         } => model::inspect(
             &model,
             &model::parse_shapes(&shape.shapes)?,
-            types,
-            &emit,
-            &target,
+            &model::InspectArgs {
+                types,
+                emit,
+                target,
+                opt_level,
+            },
         ),
         Command::Compile {
             model,

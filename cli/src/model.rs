@@ -1,7 +1,7 @@
 //! Loading a MODEL argument (`zoo:NAME`, a text IR file or an ONNX file), telling it
 //! apart from an exported module file (by its magic bytes, never its extension), the
-//! `--shape NAME=DIMS` overrides for ONNX inputs, and `kiln inspect` (graph IR, or the
-//! loop IR of every kernel for a target kind).
+//! `--shape NAME=DIMS` overrides for ONNX inputs, and `kiln inspect` (graph IR as loaded
+//! or optimized with the pass report, or the loop IR of every kernel for a target kind).
 //!
 //! An ONNX model is recognised by the extension `.onnx`, or, for any other name, by
 //! failing to parse as text IR and then decoding as an ONNX `ModelProto`.
@@ -185,22 +185,56 @@ pub fn load(spec: &str, shapes: &Shapes) -> Result<Model> {
     Ok(Model { module, params })
 }
 
-/// `kiln inspect MODEL [--types] [--emit graph|loop] [--target cpu|gpu]`.
-pub fn inspect(spec: &str, shapes: &Shapes, types: bool, emit: &str, target: &str) -> Result<()> {
-    let target = TargetKind::from_name(target)
-        .ok_or_else(|| anyhow::anyhow!("unknown target `{target}` (known: cpu, gpu)"))?;
-    match emit {
+/// What `kiln inspect` prints.
+pub struct InspectArgs {
+    /// Annotate bindings with their types.
+    pub types: bool,
+    /// `graph`, `opt` or `loop`.
+    pub emit: String,
+    /// The target kind of `--emit loop`: `cpu` or `gpu`.
+    pub target: String,
+    /// The opt level of `--emit opt` and `--emit loop` (default 3).
+    pub opt_level: Option<u8>,
+}
+
+/// `kiln inspect MODEL [--types] [--emit graph|opt|loop] [--target cpu|gpu]
+/// [--opt-level N]`.
+pub fn inspect(spec: &str, shapes: &Shapes, args: &InspectArgs) -> Result<()> {
+    let target = TargetKind::from_name(&args.target)
+        .ok_or_else(|| anyhow::anyhow!("unknown target `{}` (known: cpu, gpu)", args.target))?;
+    let opts = PrintOptions {
+        types: args.types,
+        ..PrintOptions::default()
+    };
+    let opt_level = args.opt_level.unwrap_or(crate::compile::DEFAULT_OPT_LEVEL);
+    match args.emit.as_str() {
         "graph" => {
+            if args.opt_level.is_some() {
+                bail!(
+                    "--opt-level applies to --emit opt and --emit loop; --emit graph prints the model as loaded"
+                );
+            }
             let model = load(spec, shapes)?;
-            let opts = PrintOptions {
-                types,
-                ..PrintOptions::default()
-            };
             print!("{}", print_module(&model.module, &opts));
+        }
+        "opt" => {
+            let model = load(spec, shapes)?;
+            let opt = kiln_executor::optimize(&model.module, &model.params, opt_level)
+                .with_context(|| format!("cannot optimize {spec}"))?;
+            print!("{}", print_module(&opt.module, &opts));
+            println!(
+                "\n// passes at opt-level {opt_level}: {:.2} ms",
+                opt.report.total_ms()
+            );
+            for line in opt.report.to_string().lines() {
+                println!("// {line}");
+            }
         }
         "loop" => {
             let model = load(spec, shapes)?;
-            let kernels = kernels_of(&model.module, target)
+            let opt = kiln_executor::optimize(&model.module, &model.params, opt_level)
+                .with_context(|| format!("cannot optimize {spec}"))?;
+            let kernels = kernels_of(&opt.module, target)
                 .with_context(|| format!("cannot lower {spec} for {}", target.name()))?;
             let mut out = String::new();
             for (i, k) in kernels.iter().enumerate() {
@@ -214,7 +248,7 @@ pub fn inspect(spec: &str, shapes: &Shapes, types: bool, emit: &str, target: &st
             }
             print!("{out}");
         }
-        other => bail!("unknown --emit `{other}` (known: graph, loop)"),
+        other => bail!("unknown --emit `{other}` (known: graph, opt, loop)"),
     }
     Ok(())
 }

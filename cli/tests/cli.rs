@@ -144,7 +144,12 @@ fn inspect_loop_ir_for_cpu_and_gpu() {
     let o = kiln(&["inspect", "zoo:mlp", "--emit", "loop", "--target", "cpu"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let cpu = stdout(&o);
-    assert_eq!(cpu.matches("primfn @").count(), 10, "{cpu}");
+    // One kernel per fused group at the default opt level 3.
+    assert_eq!(cpu.matches("primfn @").count(), 5, "{cpu}");
+    assert!(
+        cpu.contains("primfn @fused_nn_dense_nn_bias_add_nn_relu_1"),
+        "{cpu}"
+    );
     assert!(cpu.contains("primfn @fused_nn_dense"), "{cpu}");
     assert!(cpu.contains("parallel for"), "{cpu}");
     assert!(cpu.contains("vectorized for"), "{cpu}");
@@ -171,9 +176,15 @@ fn inspect_resnet18_loop_ir() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let cpu = stdout(&o);
+    // Fused: the shortcut adds join their convolutions (batch norms are opaque until
+    // SimplifyInference runs).
     assert!(
-        cpu.contains("primfn @fused_nn_conv2d_20"),
-        "21 conv kernels expected"
+        cpu.contains("primfn @fused_nn_conv2d_add_7"),
+        "8 conv+add kernels"
+    );
+    assert!(
+        !cpu.contains("primfn @fused_nn_conv2d_add_8"),
+        "8 conv+add kernels"
     );
     assert!(cpu.contains("parallel for") && cpu.contains("vectorized for"));
     let o = kiln(&[
@@ -192,7 +203,45 @@ fn inspect_resnet18_loop_ir() {
 #[test]
 fn inspect_rejects_unknown_emit_and_target() {
     let o = kiln(&["inspect", "zoo:mlp", "--emit", "asm"]);
-    assert_clear_error(&o, &["unknown --emit `asm`", "graph, loop"]);
+    assert_clear_error(&o, &["unknown --emit `asm`", "graph, opt, loop"]);
     let o = kiln(&["inspect", "zoo:mlp", "--emit", "loop", "--target", "tpu"]);
     assert_clear_error(&o, &["unknown target `tpu`", "cpu, gpu"]);
+}
+
+#[test]
+fn inspect_opt_prints_the_optimized_graph_and_the_pass_report() {
+    let o = kiln(&["inspect", "zoo:mlp", "--emit", "opt"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert_eq!(text.matches("Primitive=1").count(), 5, "{text}");
+    assert!(text.contains("// passes at opt-level 3"), "{text}");
+    let fuse = text
+        .lines()
+        .find(|l| l.starts_with("// FuseOps"))
+        .unwrap_or_else(|| panic!("no FuseOps line in {text}"));
+    assert!(
+        fuse.contains("groups=5") && fuse.contains("nodes"),
+        "{fuse}"
+    );
+    // The output is text IR (the report is comments): it reads back.
+    let file = tmp("mlp_opt.relay");
+    std::fs::write(&file, &text).unwrap();
+    let again = kiln(&["inspect", s(&file)]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    // Level 0: every op its own primitive function.
+    let zero = stdout(&kiln(&[
+        "inspect",
+        "zoo:mlp",
+        "--emit",
+        "opt",
+        "--opt-level",
+        "0",
+    ]));
+    assert_eq!(zero.matches("Primitive=1").count(), 10, "{zero}");
+    assert!(zero.contains("groups=10"), "{zero}");
+    // Errors.
+    let o = kiln(&["inspect", "zoo:mlp", "--emit", "opt", "--opt-level", "4"]);
+    assert_clear_error(&o, &["--opt-level", "4", "0..=3"]);
+    let o = kiln(&["inspect", "zoo:mlp", "--opt-level", "1"]);
+    assert_clear_error(&o, &["--opt-level applies to --emit opt"]);
 }

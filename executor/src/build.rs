@@ -1,22 +1,29 @@
 //! `build()`: a graph-IR module, a target and params in; a [`CompiledModule`] out (graph
 //! JSON in TVM's layout, the kernel library, the params). The whole pipeline is
 //! [`build_with`], one short function read top to bottom; each step is timed into the
-//! module's build log ([`CompiledModule::build_log`]) and its product can be printed
-//! (the graph IR, the graph JSON, every kernel's loop IR).
+//! module's build log ([`CompiledModule::build_log`]), the optimizer's per-pass report is
+//! kept ([`CompiledModule::pass_report`]), and each step's product can be printed (the
+//! graph IR, the graph JSON, every kernel's loop IR).
 //!
-//! Graph construction ([`graph_of_main`]) follows TVM's graph codegen: a placeholder per
-//! parameter of `@main` in order, then a placeholder `p0`, `p1`, ... per constant (its
-//! value joins the params), then one kernel call per op call of `@main` (or per call of a
-//! primitive function, once fusion makes them). Each op call is wrapped into a primitive
-//! function over fresh parameters and lowered with the target kind's default schedule;
-//! tuples and tuple-gets are not kernels, they only regroup entries, and an op with a tuple
-//! result (`split`, `nn.batch_norm`) is one call with one output per field.
+//! Params are bound into `@main` as constants before optimizing (Relay's
+//! `bind_params_by_name`), so passes can fold them; after optimizing, the constants left
+//! in `@main` become graph params again: a param the passes left untouched keeps its
+//! name, a new constant is named `p0`, `p1`, ... (`lift_constants`).
+//!
+//! Graph construction (`graph_of_main`) follows TVM's graph codegen: a placeholder per
+//! parameter of `@main` in order, then one kernel call per call of a primitive function
+//! (what `FuseOps` makes of every op call, fused or not; a loose op call is wrapped into
+//! a primitive function of its own), each lowered from a module holding that function
+//! alone; tuples and tuple-gets are not kernels, they only regroup entries, and a
+//! function with a tuple result (`split`, `nn.batch_norm`) is one call with one output
+//! per field.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_ir::{Callee, ExprId, ExprKind, FnAttrs, Module, NDArray, Type};
+use kiln_rewrite::{PassContext, PassReport};
 use kiln_te::tir::{self, PrimFunc};
 use kiln_te::topi::TargetKind as LowerKind;
 use kiln_te::topi::lower::{kernel_name, lower_function};
@@ -34,18 +41,17 @@ pub type Params = BTreeMap<String, NDArray>;
 
 /// Builds `module` for `target` with the backends built into the executor: `ref` (the
 /// graph-IR reference interpreter, nothing compiled) and `interp` (the loop-IR
-/// interpreter). Other targets need their backend: use [`build_with`].
+/// interpreter). Other targets need their backend: use [`build_with`]. `opts` is a
+/// [`PassContext`] or just an opt level (`0..=3`; a higher one is an error).
 pub fn build(
     module: &Module,
     target: &Target,
     params: &Params,
-    opt_level: u8,
+    opts: impl Into<PassContext>,
 ) -> Result<CompiledModule> {
     match target.kind() {
-        TargetKind::Ref => build_reference(module, target, params, opt_level),
-        TargetKind::Interp => {
-            build_with(module, target, params, opt_level, Arc::new(InterpBackend))
-        }
+        TargetKind::Ref => build_reference(module, target, params, &opts.into()),
+        TargetKind::Interp => build_with(module, target, params, opts, Arc::new(InterpBackend)),
         kind => Err(Error::Unsupported(format!(
             "no backend for target `{kind}` is built into the executor; pass one to \
              build_with (the CLI and the test suite wire the backends)"
@@ -53,13 +59,13 @@ pub fn build(
     }
 }
 
-/// The pipeline: bind params, optimize, cut `@main` into kernel calls, lower each call,
-/// plan memory, compile the kernels on `backend`.
+/// The pipeline: bind params, optimize, lift constants back to params, cut `@main` into
+/// kernel calls, lower each call, plan memory, compile the kernels on `backend`.
 pub fn build_with(
     module: &Module,
     target: &Target,
     params: &Params,
-    opt_level: u8,
+    opts: impl Into<PassContext>,
     backend: Arc<dyn Backend>,
 ) -> Result<CompiledModule> {
     if !backend.supports(target) {
@@ -69,9 +75,8 @@ pub fn build_with(
         )));
     }
     let mut log = BuildLog::default();
-    let module = log.step("verify", || check_module(module))?;
-    let module = log.step("optimize", || optimize(module, opt_level))?;
-    let graph = log.step("graph", || graph_of_main(&module, params))?;
+    let opt = optimize_steps(module, params, &opts.into(), &mut log)?;
+    let graph = log.step("graph", || graph_of_main(&opt.module, opt.params))?;
     let kernels = log.step("lower", || {
         lower_calls(&graph.calls, backend.lower_kind(target))
     })?;
@@ -92,31 +97,74 @@ pub fn build_with(
         Program::Kernels { kernels, library },
         layout,
         log.steps,
+        opt.report,
     ))
 }
 
-/// `ref`: the same graph JSON and params, but `run` evaluates the (optimized) module in
-/// the graph-IR reference interpreter; nothing is lowered or compiled.
+/// `ref`: the same graph JSON and params, but `run` evaluates the optimized module (its
+/// `@main` taking the graph's inputs and params) in the graph-IR reference interpreter;
+/// nothing is lowered or compiled.
 fn build_reference(
     module: &Module,
     target: &Target,
     params: &Params,
-    opt_level: u8,
+    ctx: &PassContext,
 ) -> Result<CompiledModule> {
     let mut log = BuildLog::default();
-    let module = log.step("verify", || check_module(module))?;
-    let module = log.step("optimize", || optimize(module, opt_level))?;
-    let graph = log.step("graph", || graph_of_main(&module, params))?;
+    let opt = optimize_steps(module, params, ctx, &mut log)?;
+    let graph = log.step("graph", || graph_of_main(&opt.module, opt.params))?;
     let json = log.step("plan memory", || graph.to_json())?;
     let layout = Layout::new(&json, &|n| graph.params.contains_key(n), None, false)?;
     Ok(CompiledModule::new(
         json,
         target.clone(),
         graph.params,
-        Program::Reference(Arc::new(module)),
+        Program::Reference(Arc::new(opt.module)),
         layout,
         log.steps,
+        opt.report,
     ))
+}
+
+/// The graph-level half of a build: the optimized module, its params, the pass report.
+pub struct Optimized {
+    /// The module after the passes, its constants lifted to `@main` parameters: `@main`
+    /// takes the model's inputs, then its params.
+    pub module: Module,
+    /// Values of the params of `module` (given weights by their names, folded constants
+    /// as `p0`, `p1`, ...).
+    pub params: Params,
+    /// What each pass did.
+    pub report: PassReport,
+}
+
+/// What [`build`] does before it cuts the graph, for tools that show it (`kiln inspect
+/// --emit opt`): verify, bind `params`, optimize under `opts`, lift constants back to
+/// params.
+pub fn optimize(
+    module: &Module,
+    params: &Params,
+    opts: impl Into<PassContext>,
+) -> Result<Optimized> {
+    optimize_steps(module, params, &opts.into(), &mut BuildLog::default())
+}
+
+/// [`optimize`], each step timed into `log`.
+fn optimize_steps(
+    module: &Module,
+    params: &Params,
+    ctx: &PassContext,
+    log: &mut BuildLog,
+) -> Result<Optimized> {
+    let module = log.step("verify", || check_module(module))?;
+    let (module, names) = log.step("bind params", || bind_params(&module, params))?;
+    let (module, report) = log.step("optimize", || Ok(kiln_rewrite::optimize(&module, ctx)?))?;
+    let (module, params) = log.step("lift constants", || lift_constants(&module, &names))?;
+    Ok(Optimized {
+        module,
+        params,
+        report,
+    })
 }
 
 /// Timings of the build steps, in order.
@@ -142,15 +190,127 @@ fn check_module(module: &Module) -> Result<Module> {
     Ok(module.clone())
 }
 
-/// Graph-level optimization at `opt_level`. The `rewrite` crate's pass pipeline slots in
-/// here; until it exists the module is returned unchanged at every level.
-fn optimize(module: Module, opt_level: u8) -> Result<Module> {
-    if opt_level > 4 {
-        return Err(Error::InvalidArgument(format!(
-            "opt_level {opt_level} is out of range 0..=4"
-        )));
+/// Where a bound param came from: its constant's data, by address, to its name.
+type BoundNames = HashMap<*const NDArray, String>;
+
+/// `module` with every param in `params` bound into `@main` as a constant (Relay's
+/// `bind_params_by_name`), and the names of the bound constants. Every name must be a
+/// parameter of `@main` with the param's shape and dtype.
+fn bind_params(module: &Module, params: &Params) -> Result<(Module, BoundNames)> {
+    let main = module.main()?;
+    let names: Vec<&str> = main
+        .params
+        .iter()
+        .map(|&p| module.var_name(p).unwrap_or(""))
+        .collect();
+    for (name, v) in params {
+        let Some(i) = names.iter().position(|n| n == name) else {
+            return Err(Error::InvalidArgument(format!(
+                "param `{name}` is not a parameter of @main (parameters: {})",
+                names.join(", ")
+            )));
+        };
+        let p = main.params[i];
+        let fits = module
+            .ty(p)
+            .as_tensor()
+            .is_some_and(|t| v.shape() == t.shape.as_slice() && v.dtype() == t.dtype);
+        if !fits {
+            return Err(Error::InvalidArgument(format!(
+                "param `{name}` is {:?} {}, but @main declares %{name}: {}",
+                v.shape(),
+                v.dtype(),
+                module.ty(p)
+            )));
+        }
     }
-    Ok(module)
+    let mut m = module.clone();
+    let mut map: HashMap<ExprId, ExprId> = HashMap::new();
+    let mut bound = BoundNames::new();
+    let mut kept = vec![];
+    for (&p, name) in main.params.iter().zip(&names) {
+        match params.get(*name) {
+            Some(v) => {
+                let c = m.constant(v.clone());
+                if let ExprKind::Constant(data) = m.kind(c) {
+                    bound.insert(Arc::as_ptr(data), name.to_string());
+                }
+                map.insert(p, c);
+            }
+            None => kept.push(p),
+        }
+    }
+    if map.is_empty() {
+        return Ok((m, bound));
+    }
+    let body = rebuild_body(&mut m, main.body, &mut map)?;
+    m.set_main(&kept, body)?;
+    Ok((m, bound))
+}
+
+/// Rebuilds the nodes `@main`'s body evaluates (not entering function literals, which
+/// are closed) over `map`; returns the new body.
+fn rebuild_body(m: &mut Module, body: ExprId, map: &mut HashMap<ExprId, ExprId>) -> Result<ExprId> {
+    for id in kiln_ir::visit::body_order(m, body) {
+        if map.contains_key(&id) {
+            continue;
+        }
+        let new = kiln_ir::visit::rebuild(m, id, map)?;
+        if new != id {
+            map.insert(id, new);
+        }
+    }
+    Ok(*map.get(&body).unwrap_or(&body))
+}
+
+/// The inverse of [`bind_params`] after optimizing: every constant `@main` itself uses
+/// (not one inside a primitive function, which the kernel takes as an immediate) becomes
+/// a new parameter of `@main` and a graph param — named as the param it was bound from
+/// when the passes left it untouched, else `p0`, `p1`, ... (TVM's names for constants).
+fn lift_constants(module: &Module, bound: &BoundNames) -> Result<(Module, Params)> {
+    let main = module.main()?.clone();
+    let mut m = module.clone();
+    let mut taken: HashSet<String> = main
+        .params
+        .iter()
+        .filter_map(|&p| module.var_name(p).map(str::to_string))
+        .collect();
+    let mut params = Params::new();
+    let mut by_data: HashMap<*const NDArray, ExprId> = HashMap::new();
+    let mut map: HashMap<ExprId, ExprId> = HashMap::new();
+    let mut new_params = main.params.clone();
+    let mut counter = 0usize;
+    for id in kiln_ir::visit::body_order(module, main.body) {
+        let ExprKind::Constant(data) = module.kind(id) else {
+            continue;
+        };
+        let key = Arc::as_ptr(data);
+        if let Some(&v) = by_data.get(&key) {
+            map.insert(id, v);
+            continue;
+        }
+        let name = match bound.get(&key) {
+            Some(n) if taken.insert(n.clone()) => n.clone(),
+            _ => loop {
+                let n = format!("p{counter}");
+                counter += 1;
+                if taken.insert(n.clone()) {
+                    break n;
+                }
+            },
+        };
+        let v = m.var(name.clone(), module.ty(id).clone());
+        params.insert(name, (**data).clone());
+        by_data.insert(key, v);
+        map.insert(id, v);
+        new_params.push(v);
+    }
+    if map.is_empty() {
+        return Ok((m, params));
+    }
+    let body = rebuild_body(&mut m, main.body, &mut map)?;
+    m.set_main(&new_params, body)?;
+    Ok((m, params))
 }
 
 /// A value of `@main` while the graph is built: one entry, or a tuple of values.
@@ -187,7 +347,8 @@ fn regroup(ty: &Type, node: u32, next: &mut u32) -> Val {
 /// A kernel call to lower: the function to lower and the name of its kernel.
 pub(crate) struct KernelCall {
     name: String,
-    /// The module holding `func` (a one-op module made for the call, or the model).
+    /// The module holding `func` alone (extracted from the model, or made for a loose op
+    /// call).
     module: Arc<Module>,
     func: ExprId,
 }
@@ -253,8 +414,8 @@ fn placeholder(name: &str) -> Node {
 }
 
 /// Cuts `@main` of `m` into placeholders and kernel calls (see the module docs), binding
-/// `params` by name: every name must be a parameter of `@main`, with its type.
-pub(crate) fn graph_of_main(m: &Module, params: &Params) -> Result<Graph> {
+/// `params` (already checked against `@main`, see [`bind_params`]) by name.
+pub(crate) fn graph_of_main(m: &Module, mut params: Params) -> Result<Graph> {
     let main = m.main()?;
     let mut g = Graph {
         nodes: vec![],
@@ -270,13 +431,10 @@ pub(crate) fn graph_of_main(m: &Module, params: &Params) -> Result<Graph> {
         .iter()
         .map(|&p| m.var_name(p).unwrap_or(""))
         .collect();
-    for name in params.keys() {
-        if !names.contains(&name.as_str()) {
-            return Err(Error::InvalidArgument(format!(
-                "param `{name}` is not a parameter of @main (parameters: {})",
-                names.join(", ")
-            )));
-        }
+    if let Some(name) = params.keys().find(|n| !names.contains(&n.as_str())) {
+        return Err(Error::Internal(format!(
+            "param `{name}` is not a parameter of the optimized @main"
+        )));
     }
     let mut env: HashMap<ExprId, Val> = HashMap::new();
     let mut taken: HashSet<String> = HashSet::new();
@@ -292,16 +450,8 @@ pub(crate) fn graph_of_main(m: &Module, params: &Params) -> Result<Graph> {
                 "two parameters of @main are named %{name}; graph inputs are bound by name"
             )));
         }
-        if let Some(v) = params.get(name) {
-            if v.shape() != t.shape.as_slice() || v.dtype() != t.dtype {
-                return Err(Error::InvalidArgument(format!(
-                    "param `{name}` is {:?} {}, but @main declares %{name}: {}",
-                    v.shape(),
-                    v.dtype(),
-                    m.ty(p)
-                )));
-            }
-            g.params.insert(name.to_string(), v.clone());
+        if let Some(v) = params.remove(name) {
+            g.params.insert(name.to_string(), v);
         }
         let nid = g.add_node(placeholder(name), &[t]);
         env.insert(
@@ -314,7 +464,6 @@ pub(crate) fn graph_of_main(m: &Module, params: &Params) -> Result<Graph> {
         );
     }
     let mut kernel_counts: HashMap<String, usize> = HashMap::new();
-    let mut constants = 0usize;
     for id in kiln_ir::visit::body_order(m, main.body) {
         if env.contains_key(&id) {
             continue;
@@ -325,22 +474,10 @@ pub(crate) fn graph_of_main(m: &Module, params: &Params) -> Result<Graph> {
                     "%{name} is used in @main but is not one of its parameters"
                 )));
             }
-            ExprKind::Constant(c) => {
-                let name = loop {
-                    let n = format!("p{constants}");
-                    constants += 1;
-                    if taken.insert(n.clone()) {
-                        break n;
-                    }
-                };
-                g.params.insert(name.clone(), (**c).clone());
-                let t = c.ty();
-                let nid = g.add_node(placeholder(&name), &[&t]);
-                Val::Entry(EntryRef {
-                    node: nid,
-                    index: 0,
-                    version: 0,
-                })
+            ExprKind::Constant(_) => {
+                return Err(Error::Internal(format!(
+                    "constant {id} is still in @main after its constants were lifted to params"
+                )));
             }
             ExprKind::Tuple(fields) => Val::Tuple(
                 fields
@@ -360,7 +497,8 @@ pub(crate) fn graph_of_main(m: &Module, params: &Params) -> Result<Graph> {
                 let (module, func) = match callee {
                     Callee::Op(op) => one_op_function(m, op, args)?,
                     Callee::Expr(f) if matches!(m.kind(*f), ExprKind::Function(_)) => {
-                        (Arc::new(m.clone()), *f)
+                        let (k, kf) = kiln_ir::visit::extract(m, *f);
+                        (Arc::new(k), kf)
                     }
                     Callee::Expr(f) => {
                         return Err(Error::Unsupported(format!(

@@ -236,5 +236,6 @@ pub fn load_bytes(bytes: &[u8], backend: Arc<dyn Backend>) -> Result<CompiledMod
         Program::Kernels { kernels, library },
         layout,
         vec![],
+        kiln_rewrite::PassReport::default(),
     ))
 }

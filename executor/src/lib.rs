@@ -76,7 +76,7 @@ pub mod plan;
 pub mod target;
 
 pub use backend::{Backend, DeviceBuffer, KernelLibrary};
-pub use build::{Params, build, build_with};
+pub use build::{Optimized, Params, build, build_with, optimize};
 pub use debug::{DebugExecutor, Profile};
 pub use error::{Error, Result};
 pub use executor::{
@@ -84,6 +84,7 @@ pub use executor::{
 };
 pub use export::{load, load_bytes};
 pub use graph_json::GraphJson;
+pub use kiln_rewrite::{PassContext, PassReport};
 pub use module::CompiledModule;
 pub use params::{load_ndarray, load_params, save_ndarray, save_params};
 pub use plan::MemoryReport;

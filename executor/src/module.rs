@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use kiln_ir::Module;
+use kiln_rewrite::PassReport;
 use kiln_te::tir::PrimFunc;
 
 use crate::backend::KernelLibrary;
@@ -43,6 +44,7 @@ pub struct CompiledModule {
     pub(crate) program: Program,
     pub(crate) layout: Arc<Layout>,
     build_log: Vec<(String, f64)>,
+    pass_report: Arc<PassReport>,
 }
 
 impl CompiledModule {
@@ -53,6 +55,7 @@ impl CompiledModule {
         program: Program,
         layout: Layout,
         build_log: Vec<(String, f64)>,
+        pass_report: PassReport,
     ) -> CompiledModule {
         CompiledModule {
             graph: Arc::new(graph),
@@ -61,6 +64,7 @@ impl CompiledModule {
             program,
             layout: Arc::new(layout),
             build_log,
+            pass_report: Arc::new(pass_report),
         }
     }
 
@@ -135,6 +139,12 @@ impl CompiledModule {
     /// The build steps and their times in milliseconds, in order.
     pub fn build_log(&self) -> &[(String, f64)] {
         &self.build_log
+    }
+
+    /// What the graph optimizer did, pass by pass (empty for a module loaded from a
+    /// file, which is not optimized again).
+    pub fn pass_report(&self) -> &PassReport {
+        &self.pass_report
     }
 
     /// A new graph executor over this module (TVM's `lib["default"](dev)`).

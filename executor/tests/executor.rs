@@ -47,8 +47,28 @@ fn mlp_on_interp_equals_the_reference() {
     let (m, params, data) = mlp_of(28);
     let want = reference(&m, &params, &data);
     let lib = build(&m, &interp(), &params, 2).unwrap();
-    // flatten, 3 x (dense, bias_add), 2 relus, softmax
-    assert_eq!(lib.kernels().len(), 10, "one kernel per op call");
+    // Fused as TVM fuses it: flatten, 2 x dense+bias_add+relu, dense+bias_add, softmax.
+    assert_eq!(lib.kernels().len(), 5, "one kernel per fused group");
+    let fuse = lib.pass_report().get("FuseOps").unwrap();
+    assert!(fuse.ran);
+    assert!(fuse.details.contains(&("groups".into(), "5".into())));
+    let names: Vec<&str> = lib.graph().nodes.iter().map(|n| n.name.as_str()).collect();
+    assert!(
+        names.contains(&"fused_nn_dense_nn_bias_add_nn_relu_1"),
+        "{names:?}"
+    );
+    // Weights keep their names as graph params.
+    assert!(lib.params().contains_key("fc1_weight"));
+    // At opt level 0 every op call is a kernel: flatten, 3 x (dense, bias_add), 2 relus,
+    // softmax.
+    let lib0 = build(&m, &interp(), &params, 0).unwrap();
+    assert_eq!(lib0.kernels().len(), 10, "one kernel per op call");
+    run_once(&lib0, &data)[0]
+        .allclose(&want[0], 1e-5, 1e-4)
+        .unwrap();
+    // Opt levels above 3 are refused.
+    let e = build(&m, &interp(), &params, 4).unwrap_err().to_string();
+    assert!(e.contains("opt_level 4 is out of range 0..=3"), "{e}");
     let got = run_once(&lib, &data);
     assert_eq!(got.len(), 1);
     got[0].allclose(&want[0], 1e-5, 1e-4).unwrap();
@@ -67,7 +87,9 @@ fn mlp_on_interp_equals_the_reference() {
         steps,
         [
             "verify",
+            "bind params",
             "optimize",
+            "lift constants",
             "graph",
             "lower",
             "plan memory",
@@ -236,7 +258,8 @@ fn zero_copy_shared_params_and_benchmark() {
 #[test]
 fn debug_executor_times_and_dumps_every_node() {
     let (m, params, data) = mlp();
-    let lib = build(&m, &interp(), &params, 2).unwrap();
+    // Unfused, so that the dense output is a node of its own.
+    let lib = build(&m, &interp(), &params, 0).unwrap();
     let mut dbg = DebugExecutor::new(&lib).unwrap();
     dbg.set_input("data", &data).unwrap();
     dbg.run().unwrap();
@@ -324,7 +347,7 @@ fn export_load_runs_the_same_and_damaged_files_are_refused() {
     v[8] = 9;
     refuse(&v, "version", "format version 9");
     let mut v = bytes.clone();
-    v[12] = 0xff; // the target's length: far more than the file
+    v[12..20].copy_from_slice(&u64::MAX.to_le_bytes()); // the target's length: far more than the file
     refuse(&v, "length", "claims");
     for at in [40, bytes.len() / 2, bytes.len() - 20] {
         let mut v = bytes.clone();
@@ -361,8 +384,8 @@ fn export_load_runs_the_same_and_damaged_files_are_refused() {
     );
     refuse(
         &swap(
-            "\"func_name\":\"fused_nn_dense\"",
-            "\"func_name\":\"fused_nn_dens_\"",
+            "\"func_name\":\"fused_nn_softmax\"",
+            "\"func_name\":\"fused_nn_softma_\"",
         ),
         "kernel name",
         "not in the library",

@@ -108,6 +108,31 @@ impl ExprKind {
         }
     }
 
+    /// This node with every child `c` replaced by `f(c)` (the inverse order of
+    /// [`ExprKind::children`] does not matter: each child is mapped where it stands).
+    pub fn map_children(&self, mut f: impl FnMut(ExprId) -> ExprId) -> ExprKind {
+        match self {
+            ExprKind::Var { .. } | ExprKind::Constant(_) | ExprKind::GlobalVar(_) => self.clone(),
+            ExprKind::Call { callee, args } => ExprKind::Call {
+                callee: match callee {
+                    Callee::Op(op) => Callee::Op(op.clone()),
+                    Callee::Expr(e) => Callee::Expr(f(*e)),
+                },
+                args: args.iter().map(|&a| f(a)).collect(),
+            },
+            ExprKind::Tuple(fields) => ExprKind::Tuple(fields.iter().map(|&a| f(a)).collect()),
+            ExprKind::TupleGetItem { tuple, index } => ExprKind::TupleGetItem {
+                tuple: f(*tuple),
+                index: *index,
+            },
+            ExprKind::Function(func) => ExprKind::Function(Function {
+                params: func.params.iter().map(|&p| f(p)).collect(),
+                body: f(func.body),
+                attrs: func.attrs.clone(),
+            }),
+        }
+    }
+
     /// The op, if this is an op call.
     pub fn op(&self) -> Option<&Op> {
         match self {

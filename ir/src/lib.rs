@@ -29,7 +29,7 @@ pub mod zoo;
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use expr::{Callee, ExprId, ExprKind, ExprNode, FnAttrs, Function, Module};
-pub use op::Op;
+pub use op::{Op, OpPattern};
 pub use tensor::{Data, NDArray};
 pub use ty::{FuncType, TensorType, Type};
 pub use value::Value;

@@ -1,6 +1,7 @@
 //! Walking and rewriting expressions: [`post_order_visit`] (Relay's name), the
 //! [`ExprVisitor`] trait with one hook per node kind, the [`ExprMutator`] that rebuilds
-//! a graph bottom-up (rebuilt nodes are re-typed by the builder), and [`free_vars`].
+//! a graph bottom-up (rebuilt nodes are re-typed by the builder), [`free_vars`], and
+//! [`extract`] (a subgraph copied into a module of its own).
 //! Traversals are iterative, so deep graphs cannot overflow the stack, and visit each
 //! shared node once.
 
@@ -144,6 +145,22 @@ pub fn rebuild(m: &mut Module, id: ExprId, map: &HashMap<ExprId, ExprId>) -> Res
     }
 }
 
+/// Copies everything reachable from `root` (function literals entered) into a new
+/// module, keeping arena order and types; returns the module and `root`'s id in it. What
+/// a kernel is lowered from: one fused function without the rest of the model and its
+/// constants. A global reference is copied as a reference; its definition is not.
+pub fn extract(m: &Module, root: ExprId) -> (Module, ExprId) {
+    let mut out = Module::new();
+    let mut map: HashMap<ExprId, ExprId> = HashMap::new();
+    for id in post_order(m, root) {
+        let node = m.node(id);
+        let kind = node.kind.map_children(|c| map[&c]);
+        map.insert(id, out.push_unchecked(kind, node.ty.clone()));
+    }
+    let new_root = map[&root];
+    (out, new_root)
+}
+
 /// Variables used under `root` but not bound by a function literal inside it, in post
 /// order of first use (Relay's `free_vars`; a model's `@main` params are the free vars
 /// of its body in this order).
@@ -254,5 +271,22 @@ mod tests {
         let n = m.len();
         assert_eq!(mutate(&mut m, new, &mut SwapY(y, z)).unwrap(), new);
         assert_eq!(m.len(), n);
+    }
+
+    #[test]
+    fn extract_copies_one_function_only() {
+        let (mut m, x, y, out) = sample();
+        let f = m
+            .function(&[x, y], out, FnAttrs { primitive: true })
+            .unwrap();
+        let unrelated = m.var("unrelated", Type::tensor([9], DType::F32));
+        let (k, kf) = extract(&m, f);
+        // x, y, the inner tuple, the get, the outer tuple, the function.
+        assert_eq!(k.len(), 6);
+        assert!(unrelated.index() < m.len());
+        assert_eq!(k.ty(kf), m.ty(f));
+        let func = k.function_at(kf).unwrap();
+        assert!(func.attrs.primitive);
+        assert_eq!(k.var_name(func.params[1]), Some("y"));
     }
 }

@@ -106,6 +106,17 @@ impl PassContext {
     }
 }
 
+impl From<u8> for PassContext {
+    /// The default context at `opt_level`, unchecked so that `build(.., 3)` reads well;
+    /// [`crate::optimize`] refuses a level above [`MAX_OPT_LEVEL`].
+    fn from(opt_level: u8) -> PassContext {
+        PassContext {
+            opt_level,
+            ..PassContext::default()
+        }
+    }
+}
+
 /// One pass's line in the report.
 #[derive(Clone, Debug)]
 pub struct PassRecord {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use super::{Op, OpSpec};
+use super::{Op, OpPattern, OpSpec};
 use crate::attrs::{AttrReader, AttrValue, AttrWriter};
 use crate::error::{Error, Result};
 use crate::ty::Type;
@@ -23,6 +23,10 @@ pub trait CustomOpDef: Send + Sync + fmt::Debug {
     fn eval(&self, args: &[Value], out: &Type) -> Result<Value>;
     /// Attributes to print (parsed back by the constructor registered for the name).
     fn write_attrs(&self, _w: &mut AttrWriter) {}
+    /// The fusion pattern (see [`OpPattern`]); opaque unless the op says otherwise.
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Opaque
+    }
 }
 
 /// A shared handle to a [`CustomOpDef`]. Two handles are equal when their names and
@@ -87,6 +91,9 @@ impl OpSpec for CustomOp {
     }
     fn write_attrs(&self, w: &mut AttrWriter) {
         self.0.write_attrs(w)
+    }
+    fn pattern(&self) -> OpPattern {
+        self.0.pattern()
     }
 }
 

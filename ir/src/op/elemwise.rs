@@ -16,7 +16,7 @@ use crate::ty::{TensorType, Type, fmt_shape};
 use crate::value::Value;
 
 use super::util::{self, expect_arity, expect_float, expect_same_dtype, tensor_arg};
-use super::{Op, OpSpec};
+use super::{Op, OpPattern, OpSpec};
 
 /// Names of the ops in this family.
 pub const NAMES: &[&str] = &[
@@ -259,6 +259,10 @@ impl Unary {
 }
 
 impl OpSpec for Unary {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::ElemWise
+    }
+
     fn name(&self) -> &str {
         self.kind.name()
     }
@@ -506,6 +510,10 @@ impl Binary {
 }
 
 impl OpSpec for Binary {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Broadcast
+    }
+
     fn name(&self) -> &str {
         self.kind.name()
     }
@@ -594,6 +602,10 @@ impl Clip {
 }
 
 impl OpSpec for Clip {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::ElemWise
+    }
+
     fn name(&self) -> &str {
         "clip"
     }
@@ -649,6 +661,10 @@ impl Cast {
 }
 
 impl OpSpec for Cast {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::ElemWise
+    }
+
     fn name(&self) -> &str {
         "cast"
     }
@@ -686,6 +702,10 @@ fn select<T: Element>(cond: &[bool], x: &Data, y: &Data) -> Option<Data> {
 }
 
 impl OpSpec for Where {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Broadcast
+    }
+
     fn name(&self) -> &str {
         "where"
     }

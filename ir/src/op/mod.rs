@@ -15,6 +15,7 @@ pub(crate) mod util;
 use std::fmt;
 
 pub use custom::{CustomOp, CustomOpDef, OpRegistry};
+
 pub use elemwise::{Binary, BinaryKind, Cast, Clip, Unary, UnaryKind, Where};
 pub use nn::{
     BatchFlatten, BatchMatmul, BatchNorm, BiasAdd, Conv2d, Dense, GlobalPool2d, LayerNorm, Pool2d,
@@ -49,6 +50,49 @@ pub trait OpSpec {
     /// Writes the attributes that differ from their defaults, in the order Relay prints
     /// them.
     fn write_attrs(&self, _w: &mut AttrWriter) {}
+
+    /// How the op fuses with its neighbours (Relay's `TOpPattern`); opaque unless the op
+    /// says otherwise.
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Opaque
+    }
+}
+
+/// An op's fusion pattern (Relay's `TOpPattern`), ordered from the most to the least
+/// fusable: operator fusion compares patterns with `<=`, and a fused group's pattern is
+/// the largest of its members'. Each op declares its pattern as TVM registers it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OpPattern {
+    /// Output element `i` depends on input element `i` only (`nn.relu`, `exp`, `cast`).
+    ElemWise,
+    /// Elementwise after broadcasting the inputs (`add`, `nn.bias_add`, `where`).
+    Broadcast,
+    /// Each output element reads input elements by an index map (`reshape`,
+    /// `transpose`, `strided_slice`, `concatenate`, `take`).
+    Injective,
+    /// A commutative reduction (`sum`, `max`, ...).
+    CommReduce,
+    /// A complex op whose output can take an elementwise tail in the same loop nest
+    /// (`nn.conv2d`, `nn.dense`, `nn.batch_matmul`, pools).
+    OutEWiseFusable,
+    /// A tuple node (not an op; used by fusion for tuples of tensors).
+    Tuple,
+    /// Not fused with anything (`nn.batch_norm`, `nn.softmax`, custom ops by default).
+    Opaque,
+}
+
+impl fmt::Display for OpPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OpPattern::ElemWise => "elemwise",
+            OpPattern::Broadcast => "broadcast",
+            OpPattern::Injective => "injective",
+            OpPattern::CommReduce => "comm_reduce",
+            OpPattern::OutEWiseFusable => "out_elemwise_fusable",
+            OpPattern::Tuple => "tuple",
+            OpPattern::Opaque => "opaque",
+        })
+    }
 }
 
 macro_rules! op_enum {
@@ -139,6 +183,11 @@ impl Op {
     /// The op's name in the text form.
     pub fn name(&self) -> &str {
         self.spec().name()
+    }
+
+    /// See [`OpSpec::pattern`].
+    pub fn pattern(&self) -> OpPattern {
+        self.spec().pattern()
     }
 
     /// See [`OpSpec::infer_type`].

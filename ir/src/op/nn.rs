@@ -15,7 +15,7 @@ use super::util::{
     expect_arity, expect_float, expect_rank, expect_same_dtype, normalize_axis, out_tensor,
     tensor_arg, tensors,
 };
-use super::{Op, OpSpec};
+use super::{Op, OpPattern, OpSpec};
 
 /// Names of the ops in this family.
 pub const NAMES: &[&str] = &[
@@ -709,6 +709,10 @@ impl Conv2d {
 }
 
 impl OpSpec for Conv2d {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::OutEWiseFusable
+    }
+
     fn name(&self) -> &str {
         "nn.conv2d"
     }
@@ -842,6 +846,10 @@ fn parse_conv2d(r: &mut AttrReader) -> Result<Conv2d> {
 // ---------------------------------------------------------------------------------------
 
 impl OpSpec for BatchNorm {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Opaque
+    }
+
     fn name(&self) -> &str {
         "nn.batch_norm"
     }
@@ -1052,6 +1060,10 @@ impl Pool2d {
 }
 
 impl OpSpec for Pool2d {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::OutEWiseFusable
+    }
+
     fn name(&self) -> &str {
         match self.kind {
             PoolKind::Max => "nn.max_pool2d",
@@ -1147,6 +1159,10 @@ fn parse_pool2d(kind: PoolKind, r: &mut AttrReader) -> Result<Pool2d> {
 // ---------------------------------------------------------------------------------------
 
 impl OpSpec for GlobalPool2d {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::OutEWiseFusable
+    }
+
     fn name(&self) -> &str {
         match self.kind {
             PoolKind::Max => "nn.global_max_pool2d",
@@ -1228,6 +1244,10 @@ impl Dense {
 }
 
 impl OpSpec for Dense {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::OutEWiseFusable
+    }
+
     fn name(&self) -> &str {
         "nn.dense"
     }
@@ -1317,6 +1337,10 @@ impl BiasAdd {
 }
 
 impl OpSpec for BiasAdd {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Broadcast
+    }
+
     fn name(&self) -> &str {
         "nn.bias_add"
     }
@@ -1356,6 +1380,10 @@ impl OpSpec for BiasAdd {
 // ---------------------------------------------------------------------------------------
 
 impl OpSpec for BatchFlatten {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Injective
+    }
+
     fn name(&self) -> &str {
         "nn.batch_flatten"
     }
@@ -1386,6 +1414,10 @@ impl OpSpec for BatchFlatten {
 // ---------------------------------------------------------------------------------------
 
 impl OpSpec for Softmax {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Opaque
+    }
+
     fn name(&self) -> &str {
         "nn.softmax"
     }
@@ -1436,6 +1468,10 @@ impl OpSpec for Softmax {
 // ---------------------------------------------------------------------------------------
 
 impl OpSpec for LayerNorm {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Opaque
+    }
+
     fn name(&self) -> &str {
         "nn.layer_norm"
     }
@@ -1544,6 +1580,10 @@ impl BatchMatmul {
 }
 
 impl OpSpec for BatchMatmul {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::OutEWiseFusable
+    }
+
     fn name(&self) -> &str {
         "nn.batch_matmul"
     }

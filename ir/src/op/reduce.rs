@@ -11,7 +11,7 @@ use crate::ty::{TensorType, Type};
 use crate::value::Value;
 
 use super::util::{self, expect_arity, expect_float, tensor_arg};
-use super::{Op, OpSpec};
+use super::{Op, OpPattern, OpSpec};
 
 /// Names of the ops in this family.
 pub const NAMES: &[&str] = &["sum", "mean", "max", "min"];
@@ -116,6 +116,10 @@ impl Reduce {
 }
 
 impl OpSpec for Reduce {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::CommReduce
+    }
+
     fn name(&self) -> &str {
         self.kind.name()
     }

@@ -15,7 +15,7 @@ use crate::ty::{TensorType, Type, fmt_shape};
 use crate::value::Value;
 
 use super::util::{expect_arity, normalize_axis, tensor_arg};
-use super::{Op, OpSpec};
+use super::{Op, OpPattern, OpSpec};
 
 /// Names of the ops in this family.
 pub const NAMES: &[&str] = &[
@@ -321,6 +321,10 @@ impl Reshape {
 }
 
 impl OpSpec for Reshape {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Injective
+    }
+
     fn name(&self) -> &str {
         "reshape"
     }
@@ -382,6 +386,10 @@ impl Transpose {
 }
 
 impl OpSpec for Transpose {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Injective
+    }
+
     fn name(&self) -> &str {
         "transpose"
     }
@@ -459,6 +467,10 @@ impl Squeeze {
 }
 
 impl OpSpec for Squeeze {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Injective
+    }
+
     fn name(&self) -> &str {
         "squeeze"
     }
@@ -529,6 +541,10 @@ impl ExpandDims {
 }
 
 impl OpSpec for ExpandDims {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Injective
+    }
+
     fn name(&self) -> &str {
         "expand_dims"
     }
@@ -600,6 +616,10 @@ impl Concatenate {
 }
 
 impl OpSpec for Concatenate {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Injective
+    }
+
     fn name(&self) -> &str {
         "concatenate"
     }
@@ -751,6 +771,10 @@ impl Split {
 }
 
 impl OpSpec for Split {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Injective
+    }
+
     fn name(&self) -> &str {
         "split"
     }
@@ -940,6 +964,10 @@ impl StridedSlice {
 }
 
 impl OpSpec for StridedSlice {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Injective
+    }
+
     fn name(&self) -> &str {
         "strided_slice"
     }
@@ -1059,6 +1087,10 @@ impl Take {
 }
 
 impl OpSpec for Take {
+    fn pattern(&self) -> OpPattern {
+        OpPattern::Injective
+    }
+
     fn name(&self) -> &str {
         "take"
     }

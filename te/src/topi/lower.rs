@@ -1,7 +1,7 @@
 //! Lowering graph-IR functions to kernels: [`lower_function`] turns one function (a
 //! primitive group: a DAG of op calls, tuples and tuple-gets over its parameters) into
-//! one [`PrimFunc`]; [`kernels_of`] cuts a module's `@main` into one kernel per op call
-//! (or per call of a primitive function, once fusion makes them).
+//! one [`PrimFunc`]; [`kernels_of`] cuts a module's `@main` into one kernel per call of a
+//! primitive function (what fusion makes) or loose op call.
 //!
 //! The pipeline, top to bottom:
 //! 1. **Graph**: a placeholder per tensor leaf of each parameter (tuple-typed parameters
@@ -371,7 +371,7 @@ pub fn kernels_of(m: &Module, target: TargetKind) -> Result<Vec<PrimFunc>> {
         let (module, func) = match callee {
             Callee::Op(op) => one_op_module(m, op, args)?,
             Callee::Expr(f) => match m.kind(*f) {
-                ExprKind::Function(_) => (m.clone(), *f),
+                ExprKind::Function(_) => kiln_ir::visit::extract(m, *f),
                 _ => {
                     return Err(Error::Unsupported(format!(
                         "call {id} of a global function; inline it before lowering"
