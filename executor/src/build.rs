@@ -194,58 +194,17 @@ fn check_module(module: &Module) -> Result<Module> {
 type BoundNames = HashMap<*const NDArray, String>;
 
 /// `module` with every param in `params` bound into `@main` as a constant (Relay's
-/// `bind_params_by_name`), and the names of the bound constants. Every name must be a
-/// parameter of `@main` with the param's shape and dtype.
+/// `bind_params_by_name`, [`kiln_rewrite::passes::bind_params`]), and the names of the
+/// bound constants.
 fn bind_params(module: &Module, params: &Params) -> Result<(Module, BoundNames)> {
-    let main = module.main()?;
-    let names: Vec<&str> = main
-        .params
-        .iter()
-        .map(|&p| module.var_name(p).unwrap_or(""))
-        .collect();
-    for (name, v) in params {
-        let Some(i) = names.iter().position(|n| n == name) else {
-            return Err(Error::InvalidArgument(format!(
-                "param `{name}` is not a parameter of @main (parameters: {})",
-                names.join(", ")
-            )));
-        };
-        let p = main.params[i];
-        let fits = module
-            .ty(p)
-            .as_tensor()
-            .is_some_and(|t| v.shape() == t.shape.as_slice() && v.dtype() == t.dtype);
-        if !fits {
-            return Err(Error::InvalidArgument(format!(
-                "param `{name}` is {:?} {}, but @main declares %{name}: {}",
-                v.shape(),
-                v.dtype(),
-                module.ty(p)
-            )));
+    let (m, bound) = kiln_rewrite::passes::bind_params_to_constants(module, params)?;
+    let mut names = BoundNames::new();
+    for (name, c) in bound {
+        if let ExprKind::Constant(data) = m.kind(c) {
+            names.insert(Arc::as_ptr(data), name);
         }
     }
-    let mut m = module.clone();
-    let mut map: HashMap<ExprId, ExprId> = HashMap::new();
-    let mut bound = BoundNames::new();
-    let mut kept = vec![];
-    for (&p, name) in main.params.iter().zip(&names) {
-        match params.get(*name) {
-            Some(v) => {
-                let c = m.constant(v.clone());
-                if let ExprKind::Constant(data) = m.kind(c) {
-                    bound.insert(Arc::as_ptr(data), name.to_string());
-                }
-                map.insert(p, c);
-            }
-            None => kept.push(p),
-        }
-    }
-    if map.is_empty() {
-        return Ok((m, bound));
-    }
-    let body = rebuild_body(&mut m, main.body, &mut map)?;
-    m.set_main(&kept, body)?;
-    Ok((m, bound))
+    Ok((m, names))
 }
 
 /// Rebuilds the nodes `@main`'s body evaluates (not entering function literals, which

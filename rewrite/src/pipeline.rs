@@ -4,16 +4,32 @@
 
 use kiln_ir::Module;
 
+use crate::eqsat::EqSat;
 use crate::error::{Error, Result};
 use crate::fuse::FuseOps;
 use crate::pass::{MAX_OPT_LEVEL, Pass, PassContext, PassReport, run_passes};
+use crate::passes::{
+    DeadCodeElimination, EliminateCommonSubexpr, FoldConstant, FoldScaleAxis, InferType,
+    SimplifyInference,
+};
 
 /// The passes of a build, in order; each is gated by its own level under the context.
+/// Relay's order with equality saturation where Relay runs `SimplifyExpr`: the
+/// classical passes (batch norms become scale and shift, common subexpressions merge,
+/// constants and per-channel scales fold into weights), then `EqSat` (level 3), whose
+/// folding rules leave ops over constants that the next `FoldConstant` evaluates, then
+/// dead code goes and `FuseOps` cuts the graph into primitive functions.
 pub fn standard_passes() -> Vec<Box<dyn Pass>> {
     vec![
-        // SPLICE POINT: the classical passes (`crate::passes::classical_passes()`:
-        // SimplifyInference, FoldConstant, FoldScaleAxis, CSE, DCE, InferType in Relay's
-        // order) and then equality saturation (`EqSat`) go here, before fusion.
+        Box::new(SimplifyInference),
+        Box::new(EliminateCommonSubexpr),
+        Box::new(FoldConstant::default()),
+        Box::new(FoldScaleAxis),
+        Box::new(FoldConstant::default()),
+        Box::new(EqSat::default()),
+        Box::new(FoldConstant::default()),
+        Box::new(InferType),
+        Box::new(DeadCodeElimination),
         Box::new(FuseOps::default()),
     ]
 }

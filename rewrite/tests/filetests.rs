@@ -2,7 +2,9 @@
 //! file is one test:
 //!
 //! ```text
-//! // test PASS [PASS ...]        (or `// test classical` for `classical_passes()`)
+//! // test PASS [PASS ...]        (`classical` for `classical_passes()`, `standard` for
+//! //                              the whole build pipeline; names from `standard_passes()`)
+//! // opt-level N                 (optional, default 3)
 //! // bind NAME, NAME, ...        (optional: bind these params as constants first)
 //! // input NAME = v0, v1, ...    (optional: values for a parameter)
 //! <input IR>
@@ -10,7 +12,7 @@
 //! // <the module after the passes, then one `pass NAME: key=value ...` line per pass>
 //! ```
 //!
-//! The passes run in order under an opt-level-3 context with the verifier on. Besides the
+//! The passes run in order under a context at the opt level with the verifier on. Besides the
 //! printed text, every test checks values: `@main` before the passes (all params as
 //! inputs) and after (the unbound ones) must agree in the reference interpreter within
 //! the tolerance of `common`. Parameters without an `input` line get seeded values
@@ -31,6 +33,7 @@ use kiln_ir::text::{PrintOptions, parse_module, print_module};
 use kiln_ir::{Module, NDArray};
 use kiln_rewrite::pass::run_passes;
 use kiln_rewrite::passes::{bind_params, classical_passes};
+use kiln_rewrite::pipeline::standard_passes;
 use kiln_rewrite::{Pass, PassContext};
 
 const MARKER: &str = "// ---- expected ----";
@@ -39,6 +42,7 @@ const MARKER: &str = "// ---- expected ----";
 #[derive(Debug)]
 struct Case {
     passes: Vec<String>,
+    opt_level: u8,
     input: String,
     expected: String,
 }
@@ -55,6 +59,15 @@ fn split_file(text: &str) -> Result<Case, String> {
         .find(&format!("\n{MARKER}\n"))
         .ok_or_else(|| format!("no `{MARKER}` line"))?;
     let input = text[..marker_at + 1].to_string();
+    let mut opt_level = 3;
+    for line in input.lines() {
+        if let Some(n) = line.strip_prefix("// opt-level ") {
+            opt_level = n
+                .trim()
+                .parse()
+                .map_err(|e| format!("bad opt-level line `{line}`: {e}"))?;
+        }
+    }
     let mut expected = String::new();
     for line in text[marker_at + MARKER.len() + 2..].lines() {
         let body = line
@@ -66,6 +79,7 @@ fn split_file(text: &str) -> Result<Case, String> {
     }
     Ok(Case {
         passes,
+        opt_level,
         input,
         expected,
     })
@@ -91,10 +105,13 @@ fn passes_named(names: &[String]) -> Result<Vec<Box<dyn Pass>>, String> {
     if names == ["classical"] {
         return Ok(classical_passes());
     }
+    if names == ["standard"] {
+        return Ok(standard_passes());
+    }
     names
         .iter()
         .map(|n| {
-            classical_passes()
+            standard_passes()
                 .into_iter()
                 .find(|p| p.info().name == n)
                 .ok_or_else(|| format!("unknown pass `{n}`"))
@@ -153,7 +170,7 @@ fn run(case: &Case) -> Result<String, String> {
     let start = bind_params(&m, &bound).map_err(|e| format!("bind_params: {e}"))?;
     let passes = passes_named(&case.passes)?;
     let refs: Vec<&dyn Pass> = passes.iter().map(|p| p.as_ref()).collect();
-    let mut ctx = PassContext::with_opt_level(3).unwrap();
+    let mut ctx = PassContext::with_opt_level(case.opt_level).map_err(|e| e.to_string())?;
     ctx.verify = true;
     let (after, report) = run_passes(&start, &refs, &ctx).map_err(|e| e.to_string())?;
     common::check_same_values(&m, &after, &inputs)?;

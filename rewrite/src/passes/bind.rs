@@ -14,11 +14,21 @@ use crate::error::{Error, Result};
 /// must be a parameter of `@main` whose type is the value's type, and no two parameters
 /// may share a bound name; anything else is an `InvalidArgument` error naming it.
 pub fn bind_params(module: &Module, params: &BTreeMap<String, NDArray>) -> Result<Module> {
+    Ok(bind_params_to_constants(module, params)?.0)
+}
+
+/// [`bind_params`], also returning each bound name with the id of the constant that now
+/// holds its value (so a caller can recognise untouched weights after optimization).
+pub fn bind_params_to_constants(
+    module: &Module,
+    params: &BTreeMap<String, NDArray>,
+) -> Result<(Module, Vec<(String, ExprId)>)> {
     let main_id = module.main_id()?;
     let main = module.main()?.clone();
     let mut m = module.clone();
     let mut map: HashMap<ExprId, ExprId> = HashMap::new();
     let mut kept = Vec::new();
+    let mut bound = Vec::new();
     for &p in &main.params {
         let name = module.var_name(p).unwrap_or_default();
         let Some(value) = params.get(name) else {
@@ -43,7 +53,9 @@ pub fn bind_params(module: &Module, params: &BTreeMap<String, NDArray>) -> Resul
                 "param `{name}` is {got}, but @main declares %{name}: {want}"
             )));
         }
-        map.insert(p, m.constant(value.clone()));
+        let c = m.constant(value.clone());
+        bound.push((name.to_string(), c));
+        map.insert(p, c);
     }
     for name in params.keys() {
         if !main
@@ -63,7 +75,7 @@ pub fn bind_params(module: &Module, params: &BTreeMap<String, NDArray>) -> Resul
         }
     }
     if map.is_empty() {
-        return Ok(m);
+        return Ok((m, bound));
     }
     for id in post_order(module, main.body) {
         let new = rebuild(&mut m, id, &map)?;
@@ -75,5 +87,5 @@ pub fn bind_params(module: &Module, params: &BTreeMap<String, NDArray>) -> Resul
     let f = m.function(&kept, body, main.attrs.clone())?;
     debug_assert_ne!(f, main_id);
     m.define("main", f)?;
-    Ok(m)
+    Ok((m, bound))
 }

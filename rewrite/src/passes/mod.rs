@@ -26,7 +26,7 @@ use kiln_ir::{ExprId, ExprKind, Module};
 use crate::error::Result;
 use crate::pass::Pass;
 
-pub use bind::bind_params;
+pub use bind::{bind_params, bind_params_to_constants};
 pub use cse::EliminateCommonSubexpr;
 pub use dce::DeadCodeElimination;
 pub use fold_constant::FoldConstant;
