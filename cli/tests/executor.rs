@@ -403,7 +403,8 @@ fn profile_prints_one_row_per_kernel() {
         s(&dir),
     ]);
     let dumped = std::fs::read_dir(&dir).unwrap().count();
-    assert!(dumped > 10, "{dumped} files");
+    // Inputs, weights and the 5 fused kernels of the MLP.
+    assert!(dumped > 5, "{dumped} files");
     assert!(o.contains(&format!("dumped {dumped} node outputs")), "{o}");
 }
 
