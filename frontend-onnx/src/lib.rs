@@ -40,6 +40,7 @@ mod convert;
 pub mod error;
 mod ops;
 pub mod proto;
+mod resize;
 pub mod tensor;
 
 use std::collections::BTreeMap;

@@ -24,6 +24,7 @@ pub const SUPPORTED: &[&str] = &[
     "BatchNormalization",
     "Cast",
     "CastLike",
+    "Ceil",
     "Celu",
     "Clip",
     "Concat",
@@ -39,6 +40,7 @@ pub const SUPPORTED: &[&str] = &[
     "Exp",
     "Expand",
     "Flatten",
+    "Floor",
     "Gather",
     "Gelu",
     "Gemm",
@@ -50,6 +52,8 @@ pub const SUPPORTED: &[&str] = &[
     "HardSwish",
     "Identity",
     "InstanceNormalization",
+    "IsInf",
+    "IsNaN",
     "LRN",
     "LayerNormalization",
     "LeakyRelu",
@@ -64,6 +68,7 @@ pub const SUPPORTED: &[&str] = &[
     "Mean",
     "Min",
     "Mish",
+    "Mod",
     "Mul",
     "Neg",
     "Not",
@@ -80,10 +85,13 @@ pub const SUPPORTED: &[&str] = &[
     "ReduceMax",
     "ReduceMean",
     "ReduceMin",
+    "ReduceProd",
     "ReduceSum",
     "ReduceSumSquare",
     "Relu",
     "Reshape",
+    "Resize",
+    "Round",
     "Selu",
     "Shape",
     "Sigmoid",
@@ -105,6 +113,7 @@ pub const SUPPORTED: &[&str] = &[
     "Tile",
     "Transpose",
     "Unsqueeze",
+    "Upsample",
     "Where",
     "Xor",
 ];
@@ -169,6 +178,29 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         "Erf" => unary(imp, n, U::Erf),
         "Neg" => unary(imp, n, U::Negative),
         "Abs" => unary(imp, n, U::Abs),
+        "Floor" => unary(imp, n, U::Floor),
+        "Ceil" => unary(imp, n, U::Ceil),
+        "Round" => unary(imp, n, U::Round),
+        "IsNaN" => {
+            let x = imp.input(n, 0)?;
+            one(imp.binary(B::NotEqual, x, x)?)
+        }
+        "IsInf" => {
+            let x = imp.input(n, 0)?;
+            let shape = imp.shape(x)?;
+            let mut hit = imp.constant(NDArray::full(shape, DType::Bool, 0.0));
+            for (attr, v) in [
+                ("detect_positive", f64::INFINITY),
+                ("detect_negative", f64::NEG_INFINITY),
+            ] {
+                if n.int(attr, 1) != 0 {
+                    let inf = imp.scalar_like(v, x)?;
+                    let eq = imp.binary(B::Equal, x, inf)?;
+                    hit = imp.binary(B::Maximum, hit, eq)?;
+                }
+            }
+            one(hit)
+        }
         "Reciprocal" => {
             let x = imp.input(n, 0)?;
             let c = imp.scalar_like(1.0, x)?;
@@ -360,6 +392,10 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         "Sub" => binary(imp, n, B::Subtract),
         "Mul" => binary(imp, n, B::Multiply),
         "Div" => binary(imp, n, B::Divide),
+        // fmod=1 is C's fmod (the dividend's sign); fmod=0, integers only in ONNX, is
+        // Python's % (the divisor's sign).
+        "Mod" if n.int("fmod", 0) != 0 => binary(imp, n, B::TruncMod),
+        "Mod" => binary(imp, n, B::FloorMod),
         "Equal" => binary(imp, n, B::Equal),
         "Less" => binary(imp, n, B::Less),
         "LessOrEqual" => binary(imp, n, B::LessEqual),
@@ -570,10 +606,11 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             one(x)
         }
         "Pad" => pad(imp, n),
+        "Resize" | "Upsample" => crate::resize::resize(imp, n),
         "DepthToSpace" | "SpaceToDepth" => depth_space(imp, n),
         // ---- reductions ---------------------------------------------------------------
-        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceL1" | "ReduceL2"
-        | "ReduceSumSquare" | "ReduceLogSum" | "ReduceLogSumExp" => reduce(imp, n),
+        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL1"
+        | "ReduceL2" | "ReduceSumSquare" | "ReduceLogSum" | "ReduceLogSumExp" => reduce(imp, n),
         "ArgMax" | "ArgMin" => argmax(imp, n),
         // ---- constants and shapes, folded at import ---------------------------------------
         "Constant" => one(constant(imp, n)?),
@@ -1498,6 +1535,7 @@ fn reduce(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         "ReduceSum" => imp.reduce(R::Sum, x, axes, keep)?,
         "ReduceMax" => imp.reduce(R::Max, x, axes, keep)?,
         "ReduceMin" => imp.reduce(R::Min, x, axes, keep)?,
+        "ReduceProd" => imp.reduce(R::Prod, x, axes, keep)?,
         "ReduceL1" => {
             let a = imp.unary(U::Abs, x)?;
             imp.reduce(R::Sum, a, axes, keep)?
