@@ -31,6 +31,7 @@ pub const SUPPORTED: &[&str] = &[
     "Constant",
     "ConstantOfShape",
     "Conv",
+    "ConvTranspose",
     "DepthToSpace",
     "Div",
     "Dropout",
@@ -433,6 +434,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         }
         // ---- neural-network ops -------------------------------------------------------
         "Conv" => conv(imp, n),
+        "ConvTranspose" => conv_transpose(imp, n),
         "MaxPool" | "AveragePool" => pool(imp, n),
         "GlobalAveragePool" | "GlobalMaxPool" => {
             let x = imp.input(n, 0)?;
@@ -888,6 +890,156 @@ fn conv(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         y = imp.reshape(y, &[s[0], s[1], s[3]])?;
     }
     Ok(vec![y])
+}
+
+/// `ConvTranspose` as a convolution: the input with `stride - 1` zeros inserted between
+/// elements, padded by `dilation * (kernel - 1) - pads` (the end also by
+/// `output_padding` and whatever `output_shape` adds; negative padding crops), convolved
+/// at stride 1 with the kernel flipped spatially and its in/out channels swapped per
+/// group. Pads, `auto_pad` and `output_shape` follow ONNX's reference implementation.
+fn conv_transpose(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let w = imp.input(n, 1)?;
+    let xs = imp.shape(x)?;
+    let ws = imp.shape(w)?;
+    if xs.len() < 3 || ws.len() != xs.len() {
+        return Err(Error::Unsupported(format!(
+            "ConvTranspose with data {xs:?} and weight {ws:?}"
+        )));
+    }
+    let k = xs.len() - 2;
+    let group = usize::try_from(n.int("group", 1))
+        .ok()
+        .filter(|&g| g >= 1 && xs[1] % g == 0 && ws[0] == xs[1])
+        .ok_or_else(|| {
+            Error::InvalidModel(format!(
+                "ConvTranspose group {} for data {xs:?} and weight {ws:?}",
+                n.int("group", 1)
+            ))
+        })?;
+    let strides = spatial_attr(n, "strides", k)?;
+    let dilations = spatial_attr(n, "dilations", k)?;
+    let out_pad = n.ints("output_padding").unwrap_or_else(|| vec![0; k]);
+    let out_shape = n
+        .ints("output_shape")
+        .map(|v| v[v.len().saturating_sub(k)..].to_vec());
+    let auto = n.string("auto_pad", "NOTSET");
+    let same = matches!(auto.as_str(), "SAME_UPPER" | "SAME_LOWER");
+    let pads = n.ints("pads");
+    if out_pad.len() != k
+        || out_shape.as_ref().is_some_and(|o| o.len() != k)
+        || pads.as_ref().is_some_and(|p| p.len() != 2 * k)
+    {
+        return Err(Error::InvalidModel(format!(
+            "ConvTranspose output_padding {out_pad:?}, output_shape {out_shape:?} or pads \
+             {pads:?} do not fit {k} spatial axes"
+        )));
+    }
+    // Per spatial axis: the padding before and after the zero-inserted input.
+    let mut conv_pads = vec![];
+    for i in 0..k {
+        let (inp, s, d) = (xs[i + 2] as i64, strides[i] as i64, dilations[i] as i64);
+        let eff = d * (ws[i + 2] as i64 - 1) + 1;
+        let natural = s * (inp - 1) + out_pad[i] + eff;
+        // The leading pad and the output extent (which fixes the trailing pad).
+        let (pb, out) = match &pads {
+            None if same => {
+                let out = out_shape.as_ref().map_or(inp * s, |o| o[i]);
+                let total = natural - out;
+                let (lo, hi) = (total / 2, total - total / 2);
+                (if auto == "SAME_UPPER" { lo } else { hi }, out)
+            }
+            _ => {
+                let (pb, pe) = pads.as_ref().map_or((0, 0), |p| (p[i], p[i + k]));
+                (pb, out_shape.as_ref().map_or(natural - pb - pe, |o| o[i]))
+            }
+        };
+        if out < 1 {
+            return Err(Error::InvalidModel(format!(
+                "ConvTranspose output extent {out} on spatial axis {i}"
+            )));
+        }
+        let up = (inp - 1) * s + 1;
+        let begin = eff - 1 - pb;
+        conv_pads.push((begin, out - up - begin + eff - 1));
+    }
+    let (mut y, lifted) = lift_1d(imp, x, "ConvTranspose")?;
+    let off = if lifted { 1 } else { 0 };
+    // Zero insertion and cropping of the lifted 4-D input, axis by axis.
+    let mut padding = [0usize; 4];
+    for i in 0..k {
+        let a = 2 + off + i;
+        let s = strides[i];
+        if s > 1 {
+            let sh = imp.shape(y)?;
+            let mut one = sh.clone();
+            one.insert(a + 1, 1);
+            let y1 = imp.reshape(y, &one)?;
+            let mut zs = one.clone();
+            zs[a + 1] = s - 1;
+            let dt = imp.dtype(y)?;
+            let zeros = imp.constant(NDArray::zeros(zs, dt));
+            let t = imp.m.tuple(&[y1, zeros])?;
+            let cat = imp.call(op::Concatenate::new((a + 1) as i64), &[t])?;
+            let mut flat = sh.clone();
+            flat[a] *= s;
+            let cat = imp.reshape(cat, &flat)?;
+            y = take(imp, cat, (0..((sh[a] - 1) * s + 1) as i64).collect(), a)?;
+        }
+        let (b, e) = conv_pads[i];
+        if b < 0 || e < 0 {
+            let len = imp.shape(y)?[a] as i64;
+            let (lo, hi) = ((-b).max(0), len - (-e).max(0));
+            if lo >= hi {
+                return Err(Error::Unsupported(format!(
+                    "ConvTranspose whose pads crop away spatial axis {i}"
+                )));
+            }
+            y = take(imp, y, (lo..hi).collect(), a)?;
+        }
+        padding[off + i] = b.max(0) as usize;
+        padding[2 + off + i] = e.max(0) as usize;
+    }
+    // The kernel (C_in, C_out / g, k...) as a convolution's (C_out, C_in / g, k...),
+    // flipped along every spatial axis.
+    let (ci, co_g) = (ws[0], ws[1]);
+    let ci_g = ci / group;
+    let kern: Vec<usize> = if lifted {
+        vec![1, ws[2]]
+    } else {
+        vec![ws[2], ws[3]]
+    };
+    let w5 = imp.reshape(w, &[group, ci_g, co_g, kern[0], kern[1]])?;
+    let w5 = imp.transpose(w5, vec![0, 2, 1, 3, 4])?;
+    let mut wc = imp.reshape(w5, &[group * co_g, ci_g, kern[0], kern[1]])?;
+    for (j, &kk) in kern.iter().enumerate() {
+        if kk > 1 {
+            wc = take(imp, wc, (0..kk as i64).rev().collect(), 2 + j)?;
+        }
+    }
+    let dil = if lifted {
+        [1, dilations[0]]
+    } else {
+        [dilations[0], dilations[1]]
+    };
+    let mut out = imp.call(
+        op::Conv2d {
+            strides: [1, 1],
+            padding,
+            dilation: dil,
+            groups: group,
+            ..op::Conv2d::default()
+        },
+        &[y, wc],
+    )?;
+    if let Some(b) = imp.opt_input(n, 2)? {
+        out = imp.call(op::BiasAdd { axis: 1 }, &[out, b])?;
+    }
+    if lifted {
+        let s = imp.shape(out)?;
+        out = imp.reshape(out, &[s[0], s[1], s[3]])?;
+    }
+    Ok(vec![out])
 }
 
 fn pool(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
