@@ -1086,7 +1086,26 @@ fn pool(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             count_include_pad: n.int("count_include_pad", 0) != 0,
         }
     };
+    let ceil = p.ceil_mode;
     let mut y = imp.call(p, &[x4])?;
+    if ceil {
+        // ONNX (as PyTorch) drops a last window that would start in the end padding;
+        // kiln's ceil mode (TVM's) keeps it, so slice it off.
+        let off = if lifted { 1 } else { 0 };
+        for i in 0..k {
+            let a = 2 + off + i;
+            let (pb, pe) = pads[i];
+            let eff = dilations[i] * (kernel[i] - 1) + 1;
+            let span = (xs[2 + i] + pb + pe).saturating_sub(eff);
+            let mut out = span.div_ceil(strides[i]) + 1;
+            if (out - 1) * strides[i] >= xs[2 + i] + pb {
+                out -= 1;
+            }
+            if imp.shape(y)?[a] > out {
+                y = take(imp, y, (0..out as i64).collect(), a)?;
+            }
+        }
+    }
     if lifted {
         let s = imp.shape(y)?;
         y = imp.reshape(y, &[s[0], s[1], s[3]])?;
