@@ -268,7 +268,14 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         }
         "PRelu" => {
             let x = imp.input(n, 0)?;
-            let slope = imp.input(n, 1)?;
+            let mut slope = imp.input(n, 1)?;
+            // Before opset 7 a per-channel slope of shape (C) applies along axis 1.
+            let (xs, ss) = (imp.shape(x)?, imp.shape(slope)?);
+            if n.opset < 7 && ss.len() == 1 && xs.len() > 2 && ss[0] == xs[1] && ss[0] > 1 {
+                let mut to = vec![1; xs.len() - 1];
+                to[0] = ss[0];
+                slope = imp.reshape(slope, &to)?;
+            }
             let zero = imp.scalar_like(0.0, x)?;
             let lt = imp.binary(B::Less, x, zero)?;
             let sx = imp.binary(B::Multiply, slope, x)?;
@@ -506,6 +513,11 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
                 }
                 p => return Err(Error::Unsupported(format!("LpNormalization with p={p}"))),
             };
+            // A zero norm (all-zero x) divides by 1, giving 0 as ONNX does.
+            let zero = imp.scalar_like(0.0, norm)?;
+            let onec = imp.scalar_like(1.0, norm)?;
+            let is0 = imp.binary(B::Equal, norm, zero)?;
+            let norm = imp.select(is0, onec, norm)?;
             one(imp.binary(B::Divide, x, norm)?)
         }
         "LRN" => lrn(imp, n),
@@ -526,6 +538,11 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
                     .ok_or_else(|| Error::InvalidModel("Reshape needs a shape".into()))?
             };
             let shape = reshape_target(&imp.shape(x)?, &target, n.int("allowzero", 0) != 0)?;
+            if shape.contains(&0) {
+                // No elements (kiln's `reshape` reads a 0 as "keep this dimension").
+                let dt = imp.dtype(x)?;
+                return one(imp.constant(NDArray::zeros(shape, dt)));
+            }
             one(imp.reshape(x, &shape)?)
         }
         "Flatten" => {
@@ -554,10 +571,23 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             one(imp.transpose(x, perm)?)
         }
         "Concat" => {
-            let xs = (0..n.num_inputs())
+            let mut xs = (0..n.num_inputs())
                 .filter(|&i| n.input_name(i).is_some())
                 .map(|i| imp.input(n, i))
                 .collect::<Result<Vec<_>>>()?;
+            // Parts with no elements add nothing (when some part has elements).
+            let sizes = xs
+                .iter()
+                .map(|&x| Ok(imp.shape(x)?.iter().product::<usize>()))
+                .collect::<Result<Vec<usize>>>()?;
+            if sizes.iter().any(|&s| s > 0) {
+                xs = xs
+                    .into_iter()
+                    .zip(&sizes)
+                    .filter(|(_, s)| **s > 0)
+                    .map(|(x, _)| x)
+                    .collect();
+            }
             let t = imp.m.tuple(&xs)?;
             one(imp.call(op::Concatenate::new(n.int("axis", 0)), &[t])?)
         }
@@ -1431,6 +1461,14 @@ fn split(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let mut res = Vec::with_capacity(sizes.len());
     let mut start = 0;
     for &s in &sizes {
+        if s == 0 {
+            // An empty piece (kiln's `take` refuses empty data).
+            let mut ps = shape.clone();
+            ps[a] = 0;
+            let dt = imp.dtype(x)?;
+            res.push(imp.constant(NDArray::zeros(ps, dt)));
+            continue;
+        }
         let idx = (start..start + s).map(|i| i as i64).collect();
         res.push(take(imp, x, idx, a)?);
         start += s;
@@ -1677,7 +1715,13 @@ fn depth_space(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             return Err(Error::InvalidModel(format!("{s:?} with blocksize {b}")));
         }
         let v = imp.reshape(x, &[nb, c, h / b, b, w / b, b])?;
-        let t = imp.transpose(v, vec![0, 3, 5, 1, 2, 4])?;
+        // DCR puts the block offsets before the channel (opset 28 adds CRD, after).
+        let perm = if n.string("mode", "DCR") == "CRD" {
+            vec![0, 1, 3, 5, 2, 4]
+        } else {
+            vec![0, 3, 5, 1, 2, 4]
+        };
+        let t = imp.transpose(v, perm)?;
         imp.reshape(t, &[nb, c * b * b, h / b, w / b])?
     };
     Ok(vec![y])
@@ -1701,11 +1745,12 @@ fn reduce(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         _ if axes_as_input && n.int("noop_with_empty_axes", 0) != 0 => return Ok(vec![x]),
         _ => None,
     };
+    if matches!(n.op_type, "ReduceMax" | "ReduceMin") {
+        return Ok(vec![reduce_extreme(imp, n, x, axes, keep)?]);
+    }
     let y = match n.op_type {
         "ReduceMean" => imp.reduce(R::Mean, x, axes, keep)?,
         "ReduceSum" => imp.reduce(R::Sum, x, axes, keep)?,
-        "ReduceMax" => imp.reduce(R::Max, x, axes, keep)?,
-        "ReduceMin" => imp.reduce(R::Min, x, axes, keep)?,
         "ReduceProd" => imp.reduce(R::Prod, x, axes, keep)?,
         "ReduceL1" => {
             let a = imp.unary(U::Abs, x)?;
@@ -1731,6 +1776,86 @@ fn reduce(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         }
     };
     Ok(vec![y])
+}
+
+/// `ReduceMax`/`ReduceMin`: bool data as or/and (through uint8), and a reduction over
+/// an empty axis as its identity (-inf/+inf, the dtype's extremes, false/true), which
+/// kiln's `max`/`min` refuse.
+fn reduce_extreme(
+    imp: &mut Importer,
+    n: &Node,
+    x: ExprId,
+    axes: Option<Vec<i64>>,
+    keep: bool,
+) -> Result<ExprId> {
+    let max = n.op_type == "ReduceMax";
+    let t = imp.tensor_ty(x)?;
+    let r = t.shape.len();
+    let reduced: Vec<usize> = match &axes {
+        Some(a) => a.iter().map(|&a| axis(a, r)).collect::<Result<_>>()?,
+        None => (0..r).collect(),
+    };
+    if reduced.iter().any(|&a| t.shape[a] == 0) {
+        let shape: Vec<usize> = (0..r)
+            .filter_map(|d| match reduced.contains(&d) {
+                true if keep => Some(1),
+                true => None,
+                false => Some(t.shape[d]),
+            })
+            .collect();
+        let v = match t.dtype {
+            DType::Bool => {
+                if max {
+                    0.0
+                } else {
+                    1.0
+                }
+            }
+            d if d.is_float() => {
+                if max {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                }
+            }
+            DType::I8 => {
+                if max {
+                    i8::MIN as f64
+                } else {
+                    i8::MAX as f64
+                }
+            }
+            DType::U8 => {
+                if max {
+                    0.0
+                } else {
+                    u8::MAX as f64
+                }
+            }
+            DType::I32 => {
+                if max {
+                    i32::MIN as f64
+                } else {
+                    i32::MAX as f64
+                }
+            }
+            _ => {
+                let v = if max { i64::MIN } else { i64::MAX };
+                return Ok(imp.constant(NDArray::from_vec(
+                    shape.clone(),
+                    vec![v; shape.iter().product()],
+                )?));
+            }
+        };
+        return Ok(imp.constant(NDArray::full(shape, t.dtype, v)));
+    }
+    let kind = if max { R::Max } else { R::Min };
+    if t.dtype == DType::Bool {
+        let u = cast(imp, x, DType::U8)?;
+        let y = imp.reduce(kind, u, axes, keep)?;
+        return cast(imp, y, DType::Bool);
+    }
+    imp.reduce(kind, x, axes, keep)
 }
 
 fn argmax(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {

@@ -109,7 +109,16 @@ fn compare(i: usize, got: &NDArray, want: &NDArray) -> Result<(), String> {
             let ok =
                 (g.is_nan() && w.is_nan()) || g == &w || (g - w).abs() <= ATOL + RTOL * w.abs();
             if !ok {
-                return Err(format!("output {i} element {k} is {g}, expected {w}"));
+                let mut why = format!("output {i} element {k} is {g}, expected {w}");
+                if want.dtype() == kiln_ir::DType::F16 && w.is_finite() && w != 0.0 {
+                    // One float16 ulp at |w|: 2^(exponent - 10) for normal numbers.
+                    let ulp = 2f64.powi(w.abs().log2().floor().max(-14.0) as i32 - 10);
+                    why += &format!(
+                        " ({} float16 ulps apart: float16 rounding of intermediates)",
+                        ((g - w).abs() / ulp).round()
+                    );
+                }
+                return Err(why);
             }
         }
     } else if got != want {
@@ -441,6 +450,10 @@ mod tests {
         assert!(compare(0, &a, &b).is_ok());
         let c = NDArray::from_vec([2], vec![1.01f32, 100.0]).unwrap();
         assert!(compare(0, &a, &c).is_err());
+        // A float16 mismatch says how many ulps apart the values are.
+        let h = |v: f64| NDArray::from_f64([1], kiln_ir::DType::F16, vec![v]).unwrap();
+        let e = compare(0, &h(0.67822265625), &h(0.67724609375)).unwrap_err();
+        assert!(e.contains("2 float16 ulps apart"), "{e}");
         let i = NDArray::from_vec([1], vec![1i64]).unwrap();
         assert!(compare(0, &i, &NDArray::from_vec([1], vec![2i64]).unwrap()).is_err());
     }
