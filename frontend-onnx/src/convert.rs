@@ -50,7 +50,7 @@ pub(crate) fn unsupported_nodes(model: &ModelProto) -> Vec<UnsupportedNode> {
         .filter_map(|(index, n)| {
             let domain = n.domain.clone().unwrap_or_default();
             let op_type = n.op_type.clone().unwrap_or_default();
-            let ok = is_default_domain(&domain) && ops::SUPPORTED.contains(&op_type.as_str());
+            let ok = is_default_domain(&domain) && ops::is_supported(op_type.as_str());
             (!ok).then(|| UnsupportedNode {
                 opset: opset_of(model, &domain),
                 op_type,

@@ -119,6 +119,12 @@ pub const SUPPORTED: &[&str] = &[
     "Xor",
 ];
 
+/// Whether [`convert`] handles ONNX op type `op` (default domain): [`SUPPORTED`] here
+/// and the ops of [`crate::extra_ops`].
+pub(crate) fn is_supported(op: &str) -> bool {
+    SUPPORTED.contains(&op) || crate::extra_ops::SUPPORTED.contains(&op)
+}
+
 /// Normalises axis `a` into `0..rank`.
 fn axis(a: i64, rank: usize) -> Result<usize> {
     let r = rank as i64;
@@ -702,7 +708,8 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             };
             one(imp.constant(NDArray::from_f64([count], dtype, v)?))
         }
-        other => Err(Error::Unsupported(format!("op `{other}`"))),
+        other => crate::extra_ops::convert(imp, n)
+            .unwrap_or_else(|| Err(Error::Unsupported(format!("op `{other}`")))),
     }
 }
 

@@ -1,0 +1,406 @@
+//! More ONNX ops built from existing graph-IR ops, each exact up to float summation
+//! order: `RMSNormalization`, `NegativeLogLikelihoodLoss` and `SoftmaxCrossEntropyLoss`
+//! (the class picked by comparing the target with an index constant), `Trilu` (a
+//! constant mask), `GatherElements` (a `take` from the flattened data at computed flat
+//! indices), `CumSum`/`CumProd` (a masked sum/product over a second copy of the axis),
+//! `Hardmax`, `Shrink`, `EyeLike` and `MeanVarianceNormalization`.
+
+use kiln_ir::op::{self, BinaryKind as B, ReduceKind as R, UnaryKind as U};
+use kiln_ir::{DType, ExprId, NDArray};
+
+use crate::convert::{Importer, Node};
+use crate::error::{Error, Result};
+
+/// The ONNX op types this module converts.
+pub const SUPPORTED: &[&str] = &[
+    "CumProd",
+    "CumSum",
+    "EyeLike",
+    "GatherElements",
+    "Hardmax",
+    "MeanVarianceNormalization",
+    "NegativeLogLikelihoodLoss",
+    "RMSNormalization",
+    "Shrink",
+    "SoftmaxCrossEntropyLoss",
+    "Trilu",
+];
+
+/// Converts `n` if this module handles its op type.
+pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Option<Result<Vec<ExprId>>> {
+    Some(match n.op_type {
+        "RMSNormalization" => rms_norm(imp, n),
+        "NegativeLogLikelihoodLoss" => (|| {
+            let x = imp.input(n, 0)?;
+            let t = imp.input(n, 1)?;
+            let w = imp.opt_input(n, 2)?;
+            Ok(vec![nll(imp, n, x, t, w, "mean")?])
+        })(),
+        "SoftmaxCrossEntropyLoss" => sce(imp, n),
+        "Trilu" => trilu(imp, n),
+        "GatherElements" => gather_elements(imp, n),
+        "CumSum" | "CumProd" => cumulative(imp, n),
+        "Hardmax" => hardmax(imp, n),
+        "Shrink" => shrink(imp, n),
+        "EyeLike" => eye_like(imp, n),
+        "MeanVarianceNormalization" => mvn(imp, n),
+        _ => return None,
+    })
+}
+
+/// Normalises axis `a` into `0..rank`.
+fn axis(a: i64, rank: usize) -> Result<usize> {
+    let r = rank as i64;
+    if a < -r || a >= r {
+        return Err(Error::InvalidModel(format!(
+            "axis {a} is out of range for rank {rank}"
+        )));
+    }
+    Ok(if a < 0 { a + r } else { a } as usize)
+}
+
+/// `x` cast to `to` (nothing when it already is).
+fn cast(imp: &mut Importer, x: ExprId, to: DType) -> Result<ExprId> {
+    if imp.dtype(x)? == to {
+        return Ok(x);
+    }
+    imp.call(op::Cast::new(to), &[x])
+}
+
+/// `0, 1, ..., n-1` of `dtype`, shaped to run along axis `a` of a rank-`r` tensor.
+fn iota(imp: &mut Importer, n: usize, a: usize, r: usize, dtype: DType) -> Result<ExprId> {
+    let mut shape = vec![1; r];
+    shape[a] = n;
+    let v: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    Ok(imp.constant(NDArray::from_f64(shape, dtype, v)?))
+}
+
+fn rms_norm(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let scale = imp.input(n, 1)?;
+    let dt = imp.dtype(x)?;
+    let r = imp.shape(x)?.len();
+    let a = axis(n.int("axis", -1), r)?;
+    // float16 computes in float32 (stash_type's default).
+    let xf = cast(imp, x, DType::F32)?;
+    let sq = imp.binary(B::Multiply, xf, xf)?;
+    let axes: Vec<i64> = (a as i64..r as i64).collect();
+    let ms = imp.reduce(R::Mean, sq, Some(axes), true)?;
+    let eps = imp.scalar(n.float("epsilon", 1e-5) as f64, DType::F32);
+    let ms = imp.binary(B::Add, ms, eps)?;
+    let inv = imp.unary(U::Rsqrt, ms)?;
+    let y = imp.binary(B::Multiply, xf, inv)?;
+    let y = cast(imp, y, dt)?;
+    Ok(vec![imp.binary(B::Multiply, y, scale)?])
+}
+
+/// `NegativeLogLikelihoodLoss(x, target, weight)`: `-x[n, target[n, d...], d...]`
+/// weighted by `weight[target]`, 0 where the target is `ignore_index`, then reduced.
+fn nll(
+    imp: &mut Importer,
+    n: &Node,
+    x: ExprId,
+    t: ExprId,
+    w: Option<ExprId>,
+    default_reduction: &str,
+) -> Result<ExprId> {
+    let xs = imp.shape(x)?;
+    let ts = imp.shape(t)?;
+    let dt = imp.dtype(x)?;
+    let r = xs.len();
+    if r < 2 || ts.len() + 1 != r || ts[0] != xs[0] || ts[1..] != xs[2..] {
+        return Err(Error::InvalidModel(format!(
+            "{} of input {xs:?} and target {ts:?}",
+            n.op_type
+        )));
+    }
+    let c = xs[1];
+    let t = cast(imp, t, DType::I64)?;
+    // The target with a class axis of extent 1 inserted at axis 1.
+    let mut t1 = ts.clone();
+    t1.insert(1, 1);
+    let te = imp.reshape(t, &t1)?;
+    let classes = iota(imp, c, 1, r, DType::I64)?;
+    let hit = imp.binary(B::Equal, te, classes)?;
+    let zero = imp.scalar_like(0.0, x)?;
+    let picked = imp.select(hit, x, zero)?;
+    let picked = imp.broadcast_to(picked, &xs)?;
+    let picked = imp.reduce(R::Sum, picked, Some(vec![1]), false)?;
+    let keep = n
+        .attr("ignore_index")
+        .map(|a| a.i.unwrap_or(0))
+        .map(|ii| -> Result<_> {
+            let iic = imp.scalar(ii as f64, DType::I64);
+            imp.binary(B::NotEqual, t, iic)
+        });
+    let keep = keep.transpose()?;
+    let mut weight = match w {
+        Some(w) => {
+            // Out-of-range (ignored) targets read class 0; their weight is zeroed below.
+            let safe = match keep {
+                Some(k) => {
+                    let z = imp.scalar(0.0, DType::I64);
+                    let s = imp.select(k, t, z)?;
+                    imp.broadcast_to(s, &ts)?
+                }
+                None => t,
+            };
+            imp.call(
+                op::Take {
+                    axis: Some(0),
+                    mode: op::TakeMode::Clip,
+                },
+                &[w, safe],
+            )?
+        }
+        None => imp.constant(NDArray::full(ts.clone(), dt, 1.0)),
+    };
+    if let Some(k) = keep {
+        weight = imp.select(k, weight, zero)?;
+        weight = imp.broadcast_to(weight, &ts)?;
+    }
+    let loss = imp.binary(B::Multiply, picked, weight)?;
+    let loss = imp.unary(U::Negative, loss)?;
+    match n.string("reduction", default_reduction).as_str() {
+        "none" => Ok(loss),
+        "sum" => imp.reduce(R::Sum, loss, None, false),
+        "mean" => {
+            let s = imp.reduce(R::Sum, loss, None, false)?;
+            let ws = imp.reduce(R::Sum, weight, None, false)?;
+            imp.binary(B::Divide, s, ws)
+        }
+        other => Err(Error::InvalidModel(format!(
+            "{} reduction `{other}`",
+            n.op_type
+        ))),
+    }
+}
+
+/// `SoftmaxCrossEntropyLoss`: `nll(log_softmax(scores, axis 1))`, with the log
+/// probabilities as the optional second output.
+fn sce(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let t = imp.input(n, 1)?;
+    let w = imp.opt_input(n, 2)?;
+    let mx = imp.reduce(R::Max, x, Some(vec![1]), true)?;
+    let s = imp.binary(B::Subtract, x, mx)?;
+    let e = imp.unary(U::Exp, s)?;
+    let sum = imp.reduce(R::Sum, e, Some(vec![1]), true)?;
+    let l = imp.unary(U::Log, sum)?;
+    let logp = imp.binary(B::Subtract, s, l)?;
+    let loss = nll(imp, n, logp, t, w, "mean")?;
+    Ok(vec![loss, logp])
+}
+
+fn trilu(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let s = imp.shape(x)?;
+    if s.len() < 2 {
+        return Err(Error::InvalidModel(format!("Trilu of data {s:?}")));
+    }
+    let k = match imp.const_input(n, 1)? {
+        Some(t) => t.to_i64_vec().first().copied().unwrap_or(0),
+        None => 0,
+    };
+    let upper = n.int("upper", 1) != 0;
+    let (rows, cols) = (s[s.len() - 2], s[s.len() - 1]);
+    let mask: Vec<bool> = (0..rows * cols)
+        .map(|p| {
+            let d = (p % cols) as i64 - (p / cols) as i64;
+            if upper { d >= k } else { d <= k }
+        })
+        .collect();
+    let m = imp.constant(NDArray::from_vec([rows, cols], mask)?);
+    let zero = imp.scalar_like(0.0, x)?;
+    let y = imp.select(m, x, zero)?;
+    Ok(vec![imp.broadcast_to(y, &s)?])
+}
+
+fn gather_elements(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let data = imp.input(n, 0)?;
+    let idx = imp.input(n, 1)?;
+    let ds = imp.shape(data)?;
+    let is = imp.shape(idx)?;
+    let r = ds.len();
+    let a = axis(n.int("axis", 0), r)?;
+    if is.len() != r || (0..r).any(|d| d != a && is[d] > ds[d]) || ds[a] == 0 {
+        return Err(Error::InvalidModel(format!(
+            "GatherElements of data {ds:?} at indices {is:?} along axis {a}"
+        )));
+    }
+    // Row-major strides of the data, and each index position's flat offset without
+    // the gathered axis.
+    let mut strides = vec![1usize; r];
+    for d in (0..r.saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1] * ds[d + 1];
+    }
+    let count: usize = is.iter().product();
+    let base: Vec<i64> = (0..count)
+        .map(|p| {
+            let (mut rest, mut off) = (p, 0);
+            for d in (0..r).rev() {
+                let i = rest % is[d];
+                rest /= is[d];
+                if d != a {
+                    off += i * strides[d];
+                }
+            }
+            off as i64
+        })
+        .collect();
+    let base = imp.constant(NDArray::from_vec(is.clone(), base)?);
+    let i = cast(imp, idx, DType::I64)?;
+    // Negative indices count from the end.
+    let zero = imp.scalar(0.0, DType::I64);
+    let ext = imp.scalar(ds[a] as f64, DType::I64);
+    let neg = imp.binary(B::Less, i, zero)?;
+    let wrapped = imp.binary(B::Add, i, ext)?;
+    let i = imp.select(neg, wrapped, i)?;
+    let stride = imp.scalar(strides[a] as f64, DType::I64);
+    let i = imp.binary(B::Multiply, i, stride)?;
+    let flat_idx = imp.binary(B::Add, i, base)?;
+    let flat = imp.reshape(data, &[ds.iter().product()])?;
+    let y = imp.call(
+        op::Take {
+            axis: Some(0),
+            mode: op::TakeMode::Clip,
+        },
+        &[flat, flat_idx],
+    )?;
+    Ok(vec![y])
+}
+
+fn cumulative(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let s = imp.shape(x)?;
+    let r = s.len();
+    let a = imp
+        .const_ints(n, 1)?
+        .and_then(|v| v.first().copied())
+        .ok_or_else(|| Error::InvalidModel(format!("{} needs an axis", n.op_type)))?;
+    let a = axis(a, r)?;
+    let (excl, rev) = (n.int("exclusive", 0) != 0, n.int("reverse", 0) != 0);
+    let len = s[a];
+    if len == 0 {
+        return Ok(vec![x]);
+    }
+    // mask[o, i]: whether input position i adds into output position o.
+    let mask: Vec<bool> = (0..len * len)
+        .map(|p| {
+            let (o, i) = (p / len, p % len);
+            match (rev, excl) {
+                (false, false) => i <= o,
+                (false, true) => i < o,
+                (true, false) => i >= o,
+                (true, true) => i > o,
+            }
+        })
+        .collect();
+    let mut ms = vec![1; r + 1];
+    ms[a] = len;
+    ms[a + 1] = len;
+    let m = imp.constant(NDArray::from_vec(ms, mask)?);
+    // x with a unit axis at `a`: its own axis (now a + 1) is the input position.
+    let mut xs1 = s.clone();
+    xs1.insert(a, 1);
+    let x1 = imp.reshape(x, &xs1)?;
+    let prod = n.op_type == "CumProd";
+    let fill = imp.scalar_like(if prod { 1.0 } else { 0.0 }, x)?;
+    let sel = imp.select(m, x1, fill)?;
+    let mut full = s.clone();
+    full.insert(a, len);
+    let sel = imp.broadcast_to(sel, &full)?;
+    let kind = if prod { R::Prod } else { R::Sum };
+    Ok(vec![imp.reduce(
+        kind,
+        sel,
+        Some(vec![a as i64 + 1]),
+        false,
+    )?])
+}
+
+fn hardmax(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let shape = imp.shape(x)?;
+    let r = shape.len();
+    let (x2, a) = if n.opset < 13 {
+        let a = axis(n.int("axis", 1), r + 1)?;
+        let outer = shape[..a].iter().product();
+        let inner = shape[a..].iter().product();
+        (imp.reshape(x, &[outer, inner])?, 1)
+    } else {
+        (x, axis(n.int("axis", -1), r)?)
+    };
+    let s2 = imp.shape(x2)?;
+    let r2 = s2.len();
+    let mx = imp.reduce(R::Max, x2, Some(vec![a as i64]), true)?;
+    let hit = imp.binary(B::Equal, x2, mx)?;
+    let pos = iota(imp, s2[a], a, r2, DType::I64)?;
+    let miss = imp.scalar(s2[a] as f64, DType::I64);
+    let cand = imp.select(hit, pos, miss)?;
+    let first = imp.reduce(R::Min, cand, Some(vec![a as i64]), true)?;
+    let one_hot = imp.binary(B::Equal, pos, first)?;
+    let dt = imp.dtype(x)?;
+    let y = cast(imp, one_hot, dt)?;
+    let y = imp.broadcast_to(y, &s2)?;
+    Ok(vec![imp.reshape(y, &shape)?])
+}
+
+fn shrink(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let lambd = n.float("lambd", 0.5) as f64;
+    let bias = n.float("bias", 0.0) as f64;
+    let (lo, hi) = (imp.scalar_like(-lambd, x)?, imp.scalar_like(lambd, x)?);
+    let b = imp.scalar_like(bias, x)?;
+    let zero = imp.scalar_like(0.0, x)?;
+    let below = imp.binary(B::Less, x, lo)?;
+    let above = imp.binary(B::Greater, x, hi)?;
+    let plus = imp.binary(B::Add, x, b)?;
+    let minus = imp.binary(B::Subtract, x, b)?;
+    let inner = imp.select(above, minus, zero)?;
+    let y = imp.select(below, plus, inner)?;
+    let s = imp.shape(x)?;
+    Ok(vec![imp.broadcast_to(y, &s)?])
+}
+
+fn eye_like(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let s = imp.shape(x)?;
+    if s.len() != 2 {
+        return Err(Error::InvalidModel(format!("EyeLike of data {s:?}")));
+    }
+    let dt = match n.attr("dtype").and_then(|a| a.i) {
+        Some(code) => crate::tensor::dtype_from_onnx(code as i32)?,
+        None => imp.dtype(x)?,
+    };
+    let k = n.int("k", 0);
+    let v: Vec<f64> = (0..s[0] * s[1])
+        .map(|p| f64::from(u8::from((p % s[1]) as i64 - (p / s[1]) as i64 == k)))
+        .collect();
+    Ok(vec![imp.constant(NDArray::from_f64(s, dt, v)?)])
+}
+
+fn mvn(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let axes = n.ints("axes").unwrap_or_else(|| vec![0, 2, 3]);
+    let mean = imp.reduce(R::Mean, x, Some(axes.clone()), true)?;
+    let d = imp.binary(B::Subtract, x, mean)?;
+    let d2 = imp.binary(B::Multiply, d, d)?;
+    let var = imp.reduce(R::Mean, d2, Some(axes), true)?;
+    let sd = imp.unary(U::Sqrt, var)?;
+    let eps = imp.scalar_like(1e-9, x)?;
+    let sd = imp.binary(B::Add, sd, eps)?;
+    Ok(vec![imp.binary(B::Divide, d, sd)?])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn supported_list_is_sorted_and_known() {
+        let mut sorted = SUPPORTED.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, SUPPORTED);
+    }
+}
