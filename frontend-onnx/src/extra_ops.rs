@@ -3,7 +3,9 @@
 //! (the class picked by comparing the target with an index constant), `Trilu` (a
 //! constant mask), `GatherElements` (a `take` from the flattened data at computed flat
 //! indices), `CumSum`/`CumProd` (a masked sum/product over a second copy of the axis),
-//! `Hardmax`, `Shrink`, `EyeLike` and `MeanVarianceNormalization`.
+//! `Hardmax`, `Shrink`, `EyeLike`, `MeanVarianceNormalization`, `GroupNormalization`,
+//! `OneHot` (a comparison with an index constant) and `Compress` (a `take` at the
+//! positions of a condition known at import).
 
 use kiln_ir::op::{self, BinaryKind as B, ReduceKind as R, UnaryKind as U};
 use kiln_ir::{DType, ExprId, NDArray};
@@ -13,13 +15,16 @@ use crate::error::{Error, Result};
 
 /// The ONNX op types this module converts.
 pub const SUPPORTED: &[&str] = &[
+    "Compress",
     "CumProd",
     "CumSum",
     "EyeLike",
     "GatherElements",
+    "GroupNormalization",
     "Hardmax",
     "MeanVarianceNormalization",
     "NegativeLogLikelihoodLoss",
+    "OneHot",
     "RMSNormalization",
     "Shrink",
     "SoftmaxCrossEntropyLoss",
@@ -44,6 +49,9 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Option<Result<Vec<ExprId>
         "Shrink" => shrink(imp, n),
         "EyeLike" => eye_like(imp, n),
         "MeanVarianceNormalization" => mvn(imp, n),
+        "GroupNormalization" => group_norm(imp, n),
+        "OneHot" => one_hot(imp, n),
+        "Compress" => compress(imp, n),
         _ => return None,
     })
 }
@@ -391,6 +399,138 @@ fn mvn(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let eps = imp.scalar_like(1e-9, x)?;
     let sd = imp.binary(B::Add, sd, eps)?;
     Ok(vec![imp.binary(B::Divide, d, sd)?])
+}
+
+fn group_norm(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let scale = imp.input(n, 1)?;
+    let bias = imp.input(n, 2)?;
+    let s = imp.shape(x)?;
+    let g = n.int("num_groups", 0);
+    if s.len() < 3 || g < 1 || s[1] % g as usize != 0 {
+        return Err(Error::InvalidModel(format!(
+            "GroupNormalization of {s:?} into {g} groups"
+        )));
+    }
+    let g = g as usize;
+    let (nb, c) = (s[0], s[1]);
+    let rest: usize = s[2..].iter().product::<usize>() * (c / g);
+    let xg = imp.reshape(x, &[nb, g, rest])?;
+    let mean = imp.reduce(R::Mean, xg, Some(vec![2]), true)?;
+    let d = imp.binary(B::Subtract, xg, mean)?;
+    let d2 = imp.binary(B::Multiply, d, d)?;
+    let var = imp.reduce(R::Mean, d2, Some(vec![2]), true)?;
+    let eps = imp.scalar_like(n.float("epsilon", 1e-5) as f64, x)?;
+    let ve = imp.binary(B::Add, var, eps)?;
+    let inv = imp.unary(U::Rsqrt, ve)?;
+    let y = imp.binary(B::Multiply, d, inv)?;
+    // Scale and bias per channel (opset 21) or per group (opset 18).
+    let per = imp.shape(scale)?.iter().product::<usize>();
+    let y = if per == g && g != c {
+        let y4 = imp.reshape(y, &[nb, g, rest])?;
+        let sc = imp.reshape(scale, &[1, g, 1])?;
+        let bi = imp.reshape(bias, &[1, g, 1])?;
+        let y4 = imp.binary(B::Multiply, y4, sc)?;
+        let y4 = imp.binary(B::Add, y4, bi)?;
+        imp.reshape(y4, &s)?
+    } else {
+        let y = imp.reshape(y, &s)?;
+        let mut cs = vec![1; s.len()];
+        cs[1] = c;
+        let sc = imp.reshape(scale, &cs)?;
+        let bi = imp.reshape(bias, &cs)?;
+        let y = imp.binary(B::Multiply, y, sc)?;
+        imp.binary(B::Add, y, bi)?
+    };
+    Ok(vec![y])
+}
+
+fn one_hot(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let idx = imp.input(n, 0)?;
+    let depth = imp
+        .const_input(n, 1)?
+        .and_then(|t| t.to_f64_vec().first().copied())
+        .ok_or_else(|| Error::InvalidModel("OneHot needs a depth".into()))?;
+    if depth.is_nan() || depth < 1.0 {
+        return Err(Error::InvalidModel(format!("OneHot depth {depth}")));
+    }
+    let depth = depth as usize;
+    let values = imp.input(n, 2)?;
+    let is = imp.shape(idx)?;
+    let r = is.len() + 1;
+    let a = axis(n.int("axis", -1), r)?;
+    // Indices truncate to integers; negative ones count from the end.
+    let i = cast(imp, idx, DType::I64)?;
+    let zero = imp.scalar(0.0, DType::I64);
+    let d = imp.scalar(depth as f64, DType::I64);
+    let neg = imp.binary(B::Less, i, zero)?;
+    let wrapped = imp.binary(B::Add, i, d)?;
+    let i = imp.select(neg, wrapped, i)?;
+    let mut es = is.clone();
+    es.insert(a, 1);
+    let i = imp.reshape(i, &es)?;
+    let pos = iota(imp, depth, a, r, DType::I64)?;
+    let hit = imp.binary(B::Equal, i, pos)?;
+    let take_at = |imp: &mut Importer, k: i64| -> Result<ExprId> {
+        let c = imp.constant(NDArray::scalar(k));
+        imp.call(
+            op::Take {
+                axis: Some(0),
+                mode: op::TakeMode::Clip,
+            },
+            &[values, c],
+        )
+    };
+    let off = take_at(imp, 0)?;
+    let on = take_at(imp, 1)?;
+    let y = imp.select(hit, on, off)?;
+    let mut out = is;
+    out.insert(a, depth);
+    Ok(vec![imp.broadcast_to(y, &out)?])
+}
+
+fn compress(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let mut x = imp.input(n, 0)?;
+    let cond = imp
+        .const_input(n, 1)?
+        .ok_or_else(|| Error::InvalidModel("Compress needs a condition".into()))?;
+    let s = imp.shape(x)?;
+    let a = match n.attr("axis").and_then(|a| a.i) {
+        Some(a) => axis(a, s.len())?,
+        None => {
+            x = imp.reshape(x, &[s.iter().product()])?;
+            0
+        }
+    };
+    let picks: Vec<i64> = cond
+        .to_f64_vec()
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| **c != 0.0)
+        .map(|(i, _)| i as i64)
+        .collect();
+    let len = imp.shape(x)?[a];
+    if picks.iter().any(|&p| p as usize >= len) {
+        return Err(Error::InvalidModel(format!(
+            "Compress condition of length {} for an axis of {len}",
+            cond.numel()
+        )));
+    }
+    if picks.is_empty() {
+        let mut es = imp.shape(x)?;
+        es[a] = 0;
+        let dt = imp.dtype(x)?;
+        return Ok(vec![imp.constant(NDArray::zeros(es, dt))]);
+    }
+    let k = picks.len();
+    let i = imp.constant(NDArray::from_vec([k], picks)?);
+    Ok(vec![imp.call(
+        op::Take {
+            axis: Some(a as i64),
+            mode: op::TakeMode::Clip,
+        },
+        &[x, i],
+    )?])
 }
 
 #[cfg(test)]
