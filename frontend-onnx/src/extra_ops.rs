@@ -4,8 +4,11 @@
 //! constant mask), `GatherElements` (a `take` from the flattened data at computed flat
 //! indices), `CumSum`/`CumProd` (a masked sum/product over a second copy of the axis),
 //! `Hardmax`, `Shrink`, `EyeLike`, `MeanVarianceNormalization`, `GroupNormalization`,
-//! `OneHot` (a comparison with an index constant) and `Compress` (a `take` at the
-//! positions of a condition known at import).
+//! `OneHot` (a comparison with an index constant), `Compress` (a `take` at the
+//! positions of a condition known at import), `GatherND` (a `take` of rows at computed
+//! row indices) and `ScatterElements`/`Scatter`/`ScatterND` (each output row combined
+//! with the updates whose computed row index equals its own, through a bool match
+//! matrix: exact for finite values).
 
 use kiln_ir::op::{self, BinaryKind as B, ReduceKind as R, UnaryKind as U};
 use kiln_ir::{DType, ExprId, NDArray};
@@ -20,12 +23,16 @@ pub const SUPPORTED: &[&str] = &[
     "CumSum",
     "EyeLike",
     "GatherElements",
+    "GatherND",
     "GroupNormalization",
     "Hardmax",
     "MeanVarianceNormalization",
     "NegativeLogLikelihoodLoss",
     "OneHot",
     "RMSNormalization",
+    "Scatter",
+    "ScatterElements",
+    "ScatterND",
     "Shrink",
     "SoftmaxCrossEntropyLoss",
     "Trilu",
@@ -52,6 +59,9 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Option<Result<Vec<ExprId>
         "GroupNormalization" => group_norm(imp, n),
         "OneHot" => one_hot(imp, n),
         "Compress" => compress(imp, n),
+        "GatherND" => gather_nd(imp, n),
+        "Scatter" | "ScatterElements" => scatter_elements(imp, n),
+        "ScatterND" => scatter_nd(imp, n),
         _ => return None,
     })
 }
@@ -531,6 +541,231 @@ fn compress(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         },
         &[x, i],
     )?])
+}
+
+/// `idx` (any integer dtype) as int64 with negative entries counted from `ext`
+/// (broadcasting).
+fn wrap_negative(imp: &mut Importer, idx: ExprId, ext: ExprId) -> Result<ExprId> {
+    let i = cast(imp, idx, DType::I64)?;
+    let zero = imp.scalar(0.0, DType::I64);
+    let neg = imp.binary(B::Less, i, zero)?;
+    let wrapped = imp.binary(B::Add, i, ext)?;
+    let s = imp.shape(wrapped)?;
+    let y = imp.select(neg, wrapped, i)?;
+    imp.broadcast_to(y, &s)
+}
+
+/// Row-major strides of `shape`.
+fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut st = vec![1usize; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        st[d] = st[d + 1] * shape[d + 1];
+    }
+    st
+}
+
+/// The flat row index, into the first `k` axes of `dims`, of each index tuple of
+/// `idx` (shape `[..., k]`), as int64 of shape `[q]`.
+fn tuple_rows(imp: &mut Importer, idx: ExprId, dims: &[usize], q: usize) -> Result<ExprId> {
+    let k = dims.len();
+    let i = imp.reshape(idx, &[q, k])?;
+    let ext = imp.constant(NDArray::from_vec(
+        [1, k],
+        dims.iter().map(|&d| d as i64).collect::<Vec<_>>(),
+    )?);
+    let i = wrap_negative(imp, i, ext)?;
+    let st = imp.constant(NDArray::from_vec(
+        [1, k],
+        strides(dims).iter().map(|&d| d as i64).collect::<Vec<_>>(),
+    )?);
+    let off = imp.binary(B::Multiply, i, st)?;
+    imp.reduce(R::Sum, off, Some(vec![1]), false)
+}
+
+/// `data` (`[r, s]`) with row `rows[j]` combined with `upd[j]` (`[q, s]`) for every
+/// `j` by `reduction` (`none` replaces).
+fn scatter_rows(
+    imp: &mut Importer,
+    data: ExprId,
+    rows: ExprId,
+    upd: ExprId,
+    reduction: &str,
+) -> Result<ExprId> {
+    let ds = imp.shape(data)?;
+    let (r, s) = (ds[0], ds[1]);
+    let q = imp.shape(rows)?[0];
+    let dt = imp.dtype(data)?;
+    let rows = imp.reshape(rows, &[1, q, 1])?;
+    let all = iota(imp, r, 0, 3, DType::I64)?;
+    let hit = imp.binary(B::Equal, rows, all)?; // [r, q, 1]
+    let upd = imp.reshape(upd, &[1, q, s])?;
+    let (fill, kind) = match reduction {
+        "none" | "add" => (0.0, R::Sum),
+        "mul" => (1.0, R::Prod),
+        "max" | "min" => {
+            let max = reduction == "max";
+            let v = match dt {
+                d if d.is_float() => {
+                    if max {
+                        f64::NEG_INFINITY
+                    } else {
+                        f64::INFINITY
+                    }
+                }
+                DType::I8 => {
+                    if max {
+                        i8::MIN as f64
+                    } else {
+                        i8::MAX as f64
+                    }
+                }
+                DType::U8 => {
+                    if max {
+                        0.0
+                    } else {
+                        u8::MAX as f64
+                    }
+                }
+                DType::I32 => {
+                    if max {
+                        i32::MIN as f64
+                    } else {
+                        i32::MAX as f64
+                    }
+                }
+                d => {
+                    return Err(Error::Unsupported(format!(
+                        "scatter with reduction {reduction} on {d}"
+                    )));
+                }
+            };
+            (v, if max { R::Max } else { R::Min })
+        }
+        other => {
+            return Err(Error::InvalidModel(format!("scatter reduction `{other}`")));
+        }
+    };
+    let f = imp.scalar(fill, dt);
+    let sel = imp.select(hit, upd, f)?;
+    let sel = imp.broadcast_to(sel, &[r, q, s])?;
+    let combined = imp.reduce(kind, sel, Some(vec![1]), false)?; // [r, s]
+    let y = match reduction {
+        "none" => {
+            let h = cast(imp, hit, DType::U8)?;
+            let any = imp.reduce(R::Max, h, Some(vec![1]), false)?; // [r, 1]
+            let one = imp.scalar(1.0, DType::U8);
+            let any = imp.binary(B::Equal, any, one)?;
+            imp.select(any, combined, data)?
+        }
+        "add" => imp.binary(B::Add, data, combined)?,
+        "mul" => imp.binary(B::Multiply, data, combined)?,
+        "max" => imp.binary(B::Maximum, data, combined)?,
+        _ => imp.binary(B::Minimum, data, combined)?,
+    };
+    imp.broadcast_to(y, &[r, s])
+}
+
+fn scatter_elements(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let data = imp.input(n, 0)?;
+    let idx = imp.input(n, 1)?;
+    let upd = imp.input(n, 2)?;
+    let ds = imp.shape(data)?;
+    let is = imp.shape(idx)?;
+    let r = ds.len();
+    let a = axis(n.int("axis", 0), r)?;
+    if is.len() != r || imp.shape(upd)? != is || (0..r).any(|d| is[d] > ds[d]) {
+        return Err(Error::InvalidModel(format!(
+            "{} of data {ds:?} at indices {is:?}",
+            n.op_type
+        )));
+    }
+    let st = strides(&ds);
+    let count: usize = is.iter().product();
+    let base: Vec<i64> = (0..count)
+        .map(|p| {
+            let (mut rest, mut off) = (p, 0);
+            for d in (0..r).rev() {
+                let i = rest % is[d];
+                rest /= is[d];
+                if d != a {
+                    off += i * st[d];
+                }
+            }
+            off as i64
+        })
+        .collect();
+    let base = imp.constant(NDArray::from_vec([count], base)?);
+    let i = imp.reshape(idx, &[count])?;
+    let ext = imp.scalar(ds[a] as f64, DType::I64);
+    let i = wrap_negative(imp, i, ext)?;
+    let stride = imp.scalar(st[a] as f64, DType::I64);
+    let i = imp.binary(B::Multiply, i, stride)?;
+    let rows = imp.binary(B::Add, i, base)?;
+    let total: usize = ds.iter().product();
+    let d2 = imp.reshape(data, &[total, 1])?;
+    let u2 = imp.reshape(upd, &[count, 1])?;
+    let reduction = n.string("reduction", "none");
+    let y = scatter_rows(imp, d2, rows, u2, &reduction)?;
+    Ok(vec![imp.reshape(y, &ds)?])
+}
+
+fn scatter_nd(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let data = imp.input(n, 0)?;
+    let idx = imp.input(n, 1)?;
+    let upd = imp.input(n, 2)?;
+    let ds = imp.shape(data)?;
+    let is = imp.shape(idx)?;
+    let k = is.last().copied().unwrap_or(0);
+    if is.is_empty() || k == 0 || k > ds.len() {
+        return Err(Error::InvalidModel(format!(
+            "ScatterND of data {ds:?} at indices {is:?}"
+        )));
+    }
+    let q: usize = is[..is.len() - 1].iter().product();
+    let rows_n: usize = ds[..k].iter().product();
+    let s: usize = ds[k..].iter().product();
+    let rows = tuple_rows(imp, idx, &ds[..k], q)?;
+    let d2 = imp.reshape(data, &[rows_n, s])?;
+    let u2 = imp.reshape(upd, &[q, s])?;
+    let reduction = n.string("reduction", "none");
+    let y = scatter_rows(imp, d2, rows, u2, &reduction)?;
+    Ok(vec![imp.reshape(y, &ds)?])
+}
+
+fn gather_nd(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let data = imp.input(n, 0)?;
+    let idx = imp.input(n, 1)?;
+    let ds = imp.shape(data)?;
+    let is = imp.shape(idx)?;
+    let b = usize::try_from(n.int("batch_dims", 0)).unwrap_or(usize::MAX);
+    let k = is.last().copied().unwrap_or(0);
+    if is.is_empty() || b >= is.len() || b + k > ds.len() || is[..b] != ds[..b] || k == 0 {
+        return Err(Error::InvalidModel(format!(
+            "GatherND of data {ds:?} at indices {is:?} with batch_dims {b}"
+        )));
+    }
+    let batch: usize = ds[..b].iter().product();
+    let q: usize = is[..is.len() - 1].iter().product();
+    let per_batch: usize = ds[b..b + k].iter().product();
+    let s: usize = ds[b + k..].iter().product();
+    let local = tuple_rows(imp, idx, &ds[b..b + k], q)?;
+    // Each tuple's batch, from its position: the leading b axes of the indices.
+    let base: Vec<i64> = (0..q)
+        .map(|j| (j / (q / batch.max(1)).max(1) * per_batch) as i64)
+        .collect();
+    let base = imp.constant(NDArray::from_vec([q], base)?);
+    let rows = imp.binary(B::Add, local, base)?;
+    let d2 = imp.reshape(data, &[batch * per_batch, s])?;
+    let y = imp.call(
+        op::Take {
+            axis: Some(0),
+            mode: op::TakeMode::Clip,
+        },
+        &[d2, rows],
+    )?;
+    let mut out: Vec<usize> = is[..is.len() - 1].to_vec();
+    out.extend_from_slice(&ds[b + k..]);
+    Ok(vec![imp.reshape(y, &out)?])
 }
 
 #[cfg(test)]
