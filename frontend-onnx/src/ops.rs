@@ -63,6 +63,7 @@ pub const SUPPORTED: &[&str] = &[
     "Log",
     "LogSoftmax",
     "LpNormalization",
+    "LpPool",
     "MatMul",
     "Max",
     "MaxPool",
@@ -448,7 +449,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         // ---- neural-network ops -------------------------------------------------------
         "Conv" => conv(imp, n),
         "ConvTranspose" => conv_transpose(imp, n),
-        "MaxPool" | "AveragePool" => pool(imp, n),
+        "MaxPool" | "AveragePool" | "LpPool" => pool(imp, n),
         "GlobalAveragePool" | "GlobalMaxPool" => {
             let x = imp.input(n, 0)?;
             let rank = imp.shape(x)?.len();
@@ -764,18 +765,24 @@ fn take(imp: &mut Importer, x: ExprId, idx: Vec<i64>, ax: usize) -> Result<ExprI
 
 fn dropout(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let x = imp.input(n, 0)?;
-    if let Some(t) = imp.const_input(n, 2).ok().flatten()
-        && t.to_f64_vec().first().is_some_and(|&v| v != 0.0)
-    {
-        return Err(Error::Unsupported("Dropout in training mode".into()));
-    }
     if n.opset < 7 && n.int("is_test", 0) == 0 {
         return Err(Error::Unsupported("Dropout with is_test=0".into()));
     }
-    if n.input_name(2).is_some() && imp.const_input(n, 2).is_err() {
-        return Err(Error::Unsupported(
-            "Dropout with a computed training_mode".into(),
-        ));
+    // training_mode must be known at import; in training mode only a zero ratio is
+    // deterministic (nothing is dropped).
+    let training = imp
+        .const_input(n, 2)?
+        .is_some_and(|t| t.to_f64_vec().first().is_some_and(|&v| v != 0.0));
+    if training {
+        let ratio = match imp.const_input(n, 1)? {
+            Some(t) => t.to_f64_vec().first().copied().unwrap_or(0.5),
+            None => 0.5,
+        };
+        if ratio != 0.0 {
+            return Err(Error::Unsupported(format!(
+                "Dropout in training mode with ratio {ratio} (random)"
+            )));
+        }
     }
     let shape = imp.shape(x)?;
     let mask = imp.constant(NDArray::full(shape, DType::Bool, 1.0));
@@ -1083,10 +1090,22 @@ fn pool(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     if n.num_outputs() > 1 && !n.proto.output[1].is_empty() {
         return Err(Error::Unsupported("MaxPool's Indices output".into()));
     }
-    let x = imp.input(n, 0)?;
+    let mut x = imp.input(n, 0)?;
     let xs = imp.shape(x)?;
     if xs.len() < 3 {
         return Err(Error::InvalidModel(format!("pooling over data {xs:?}")));
+    }
+    // LpPool: (sum of |x|^p over the window)^(1/p), the sum an average over the whole
+    // window (padding adds |0|^p = 0) times its size.
+    let lp = (n.op_type == "LpPool").then(|| n.int("p", 2) as f64);
+    if let Some(p) = lp {
+        let a = imp.unary(U::Abs, x)?;
+        x = if p == 2.0 {
+            imp.binary(B::Multiply, a, a)?
+        } else {
+            let pc = imp.scalar_like(p, x)?;
+            imp.binary(B::Power, a, pc)?
+        };
     }
     let k = xs.len() - 2;
     let kernel = n
@@ -1102,6 +1121,7 @@ fn pool(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     } else {
         PoolKind::Avg
     };
+    let include_pad = lp.is_some() || n.int("count_include_pad", 0) != 0;
     let p = if lifted {
         op::Pool2d {
             kind,
@@ -1110,7 +1130,7 @@ fn pool(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             dilation: [1, dilations[0]],
             padding: [0, pads[0].0, 0, pads[0].1],
             ceil_mode: n.int("ceil_mode", 0) != 0,
-            count_include_pad: n.int("count_include_pad", 0) != 0,
+            count_include_pad: include_pad,
         }
     } else {
         op::Pool2d {
@@ -1120,7 +1140,7 @@ fn pool(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             dilation: [dilations[0], dilations[1]],
             padding: [pads[0].0, pads[1].0, pads[0].1, pads[1].1],
             ceil_mode: n.int("ceil_mode", 0) != 0,
-            count_include_pad: n.int("count_include_pad", 0) != 0,
+            count_include_pad: include_pad,
         }
     };
     let ceil = p.ceil_mode;
@@ -1142,6 +1162,16 @@ fn pool(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
                 y = take(imp, y, (0..out as i64).collect(), a)?;
             }
         }
+    }
+    if let Some(p) = lp {
+        let area = imp.scalar_like(kernel.iter().product::<usize>() as f64, y)?;
+        y = imp.binary(B::Multiply, y, area)?;
+        y = if p == 2.0 {
+            imp.unary(U::Sqrt, y)?
+        } else {
+            let inv = imp.scalar_like(1.0 / p, y)?;
+            imp.binary(B::Power, y, inv)?
+        };
     }
     if lifted {
         let s = imp.shape(y)?;
