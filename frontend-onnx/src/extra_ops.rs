@@ -8,7 +8,8 @@
 //! positions of a condition known at import), `GatherND` (a `take` of rows at computed
 //! row indices) and `ScatterElements`/`Scatter`/`ScatterND` (each output row combined
 //! with the updates whose computed row index equals its own, through a bool match
-//! matrix: exact for finite values).
+//! matrix: exact for finite values), `QuantizeLinear`/`DequantizeLinear` (per tensor,
+//! per axis, blocked).
 
 use kiln_ir::op::{self, BinaryKind as B, ReduceKind as R, UnaryKind as U};
 use kiln_ir::{DType, ExprId, NDArray};
@@ -21,6 +22,7 @@ pub const SUPPORTED: &[&str] = &[
     "Compress",
     "CumProd",
     "CumSum",
+    "DequantizeLinear",
     "EyeLike",
     "GatherElements",
     "GatherND",
@@ -29,6 +31,7 @@ pub const SUPPORTED: &[&str] = &[
     "MeanVarianceNormalization",
     "NegativeLogLikelihoodLoss",
     "OneHot",
+    "QuantizeLinear",
     "RMSNormalization",
     "Scatter",
     "ScatterElements",
@@ -62,6 +65,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Option<Result<Vec<ExprId>
         "GatherND" => gather_nd(imp, n),
         "Scatter" | "ScatterElements" => scatter_elements(imp, n),
         "ScatterND" => scatter_nd(imp, n),
+        "QuantizeLinear" | "DequantizeLinear" => quantize(imp, n),
         _ => return None,
     })
 }
@@ -766,6 +770,103 @@ fn gather_nd(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let mut out: Vec<usize> = is[..is.len() - 1].to_vec();
     out.extend_from_slice(&ds[b + k..]);
     Ok(vec![imp.reshape(y, &out)?])
+}
+
+/// A quantization parameter (scale or zero point) shaped to broadcast against `x` of
+/// shape `xs`: a scalar as is, a 1-D per-axis vector along `a`, a blocked one (same
+/// rank as `x`) repeated `block` times along `a`.
+fn quant_param(
+    imp: &mut Importer,
+    p: ExprId,
+    xs: &[usize],
+    a: Option<usize>,
+    block: usize,
+) -> Result<ExprId> {
+    let ps = imp.shape(p)?;
+    let count: usize = ps.iter().product();
+    if count == 1 {
+        return Ok(p);
+    }
+    let a = a.ok_or_else(|| {
+        Error::InvalidModel(format!(
+            "quantization parameter of shape {ps:?} for data {xs:?} without a valid axis"
+        ))
+    })?;
+    if ps.len() == 1 && ps[0] == xs[a] {
+        let mut to = vec![1; xs.len()];
+        to[a] = xs[a];
+        return imp.reshape(p, &to);
+    }
+    if block > 0 && ps.len() == xs.len() && ps[a] == xs[a].div_ceil(block) {
+        let idx: Vec<i64> = (0..xs[a]).map(|i| (i / block) as i64).collect();
+        let c = imp.constant(NDArray::from_vec([xs[a]], idx)?);
+        return imp.call(
+            op::Take {
+                axis: Some(a as i64),
+                mode: op::TakeMode::Clip,
+            },
+            &[p, c],
+        );
+    }
+    Err(Error::InvalidModel(format!(
+        "quantization parameter of shape {ps:?} for data {xs:?} along axis {a}"
+    )))
+}
+
+fn quantize(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let scale = imp.input(n, 1)?;
+    let zp = imp.opt_input(n, 2)?;
+    let xs = imp.shape(x)?;
+    // The axis matters (and must be valid) only for non-scalar parameters.
+    let a = axis(n.int("axis", 1), xs.len()).ok();
+    let block = usize::try_from(n.int("block_size", 0)).unwrap_or(0);
+    let scale_dt = imp.dtype(scale)?;
+    let sc = quant_param(imp, scale, &xs, a, block)?;
+    let sc = cast(imp, sc, DType::F32)?;
+    let zpf = match zp {
+        Some(z) => {
+            let z = quant_param(imp, z, &xs, a, block)?;
+            Some(cast(imp, z, DType::F32)?)
+        }
+        None => None,
+    };
+    let xf = cast(imp, x, DType::F32)?;
+    if n.op_type == "DequantizeLinear" {
+        let d = match zpf {
+            Some(z) => imp.binary(B::Subtract, xf, z)?,
+            None => xf,
+        };
+        let y = imp.binary(B::Multiply, d, sc)?;
+        let out = match n.attr("output_dtype").and_then(|a| a.i).filter(|&c| c != 0) {
+            Some(code) => crate::tensor::dtype_from_onnx(code as i32)?,
+            None => scale_dt,
+        };
+        return Ok(vec![cast(imp, y, out)?]);
+    }
+    let out = match (
+        n.attr("output_dtype").and_then(|a| a.i).filter(|&c| c != 0),
+        zp,
+    ) {
+        (Some(code), _) => crate::tensor::dtype_from_onnx(code as i32)?,
+        (None, Some(z)) => imp.dtype(z)?,
+        (None, None) => DType::U8,
+    };
+    let (lo, hi) = match out {
+        DType::U8 => (0.0, 255.0),
+        DType::I8 => (-128.0, 127.0),
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        d => {
+            return Err(Error::Unsupported(format!("QuantizeLinear to {d}")));
+        }
+    };
+    let q = imp.binary(B::Divide, xf, sc)?;
+    let mut q = imp.unary(U::Round, q)?;
+    if let Some(z) = zpf {
+        q = imp.binary(B::Add, q, z)?;
+    }
+    let q = imp.call(op::Clip::new(lo, hi), &[q])?;
+    Ok(vec![cast(imp, q, out)?])
 }
 
 #[cfg(test)]
