@@ -9,7 +9,7 @@
 //! row indices) and `ScatterElements`/`Scatter`/`ScatterND` (each output row combined
 //! with the updates whose computed row index equals its own, through a bool match
 //! matrix: exact for finite values), `QuantizeLinear`/`DequantizeLinear` (per tensor,
-//! per axis, blocked).
+//! per axis, blocked) and `RotaryEmbedding`.
 
 use kiln_ir::op::{self, BinaryKind as B, ReduceKind as R, UnaryKind as U};
 use kiln_ir::{DType, ExprId, NDArray};
@@ -33,6 +33,7 @@ pub const SUPPORTED: &[&str] = &[
     "OneHot",
     "QuantizeLinear",
     "RMSNormalization",
+    "RotaryEmbedding",
     "Scatter",
     "ScatterElements",
     "ScatterND",
@@ -66,6 +67,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Option<Result<Vec<ExprId>
         "Scatter" | "ScatterElements" => scatter_elements(imp, n),
         "ScatterND" => scatter_nd(imp, n),
         "QuantizeLinear" | "DequantizeLinear" => quantize(imp, n),
+        "RotaryEmbedding" => rotary(imp, n),
         _ => return None,
     })
 }
@@ -867,6 +869,123 @@ fn quantize(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     }
     let q = imp.call(op::Clip::new(lo, hi), &[q])?;
     Ok(vec![cast(imp, q, out)?])
+}
+
+/// `take(x, idx, axis a)` with constant indices.
+fn take_const(imp: &mut Importer, x: ExprId, idx: Vec<i64>, a: usize) -> Result<ExprId> {
+    let k = idx.len();
+    let i = imp.constant(NDArray::from_vec([k], idx)?);
+    imp.call(
+        op::Take {
+            axis: Some(a as i64),
+            mode: op::TakeMode::Clip,
+        },
+        &[x, i],
+    )
+}
+
+/// `concatenate((a, b), axis)`.
+fn concat2(imp: &mut Importer, a: ExprId, b: ExprId, ax: i64) -> Result<ExprId> {
+    let t = imp.m.tuple(&[a, b])?;
+    imp.call(op::Concatenate::new(ax), &[t])
+}
+
+fn rotary(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let cos = imp.input(n, 1)?;
+    let sin = imp.input(n, 2)?;
+    let pos = imp.opt_input(n, 3)?;
+    let xs = imp.shape(x)?;
+    // As [batch, seq, heads, head_size].
+    let x4 = match xs.len() {
+        4 => imp.transpose(x, vec![0, 2, 1, 3])?,
+        3 => {
+            let h = usize::try_from(n.int("num_heads", 0)).unwrap_or(0);
+            if h == 0 || xs[2] % h != 0 {
+                return Err(Error::InvalidModel(format!(
+                    "RotaryEmbedding of {xs:?} with num_heads {h}"
+                )));
+            }
+            imp.reshape(x, &[xs[0], xs[1], h, xs[2] / h])?
+        }
+        _ => {
+            return Err(Error::InvalidModel(format!("RotaryEmbedding of {xs:?}")));
+        }
+    };
+    let s4 = imp.shape(x4)?;
+    let d = s4[3];
+    let rd = match n.int("rotary_embedding_dim", 0) {
+        0 => d,
+        r => usize::try_from(r)
+            .ok()
+            .filter(|&r| r <= d && r % 2 == 0)
+            .ok_or_else(|| {
+                Error::InvalidModel(format!("rotary_embedding_dim {r} for head size {d}"))
+            })?,
+    };
+    let half = rd / 2;
+    let (cos, sin) = match pos {
+        Some(p) => {
+            let p = cast(imp, p, DType::I64)?;
+            let t = |imp: &mut Importer, c: ExprId| {
+                imp.call(
+                    op::Take {
+                        axis: Some(0),
+                        mode: op::TakeMode::Clip,
+                    },
+                    &[c, p],
+                )
+            };
+            (t(imp, cos)?, t(imp, sin)?)
+        }
+        None => (cos, sin),
+    };
+    let cs = [s4[0], s4[1], 1, half];
+    let (cos, sin) = (imp.reshape(cos, &cs)?, imp.reshape(sin, &cs)?);
+    let interleaved = n.int("interleaved", 0) != 0;
+    let (i1, i2): (Vec<i64>, Vec<i64>) = if interleaved {
+        (
+            (0..half as i64).map(|i| 2 * i).collect(),
+            (0..half as i64).map(|i| 2 * i + 1).collect(),
+        )
+    } else {
+        (
+            (0..half as i64).collect(),
+            (half as i64..rd as i64).collect(),
+        )
+    };
+    let x1 = take_const(imp, x4, i1, 3)?;
+    let x2 = take_const(imp, x4, i2, 3)?;
+    let (c1, s2) = (
+        imp.binary(B::Multiply, cos, x1)?,
+        imp.binary(B::Multiply, sin, x2)?,
+    );
+    let real = imp.binary(B::Subtract, c1, s2)?;
+    let (s1, c2) = (
+        imp.binary(B::Multiply, sin, x1)?,
+        imp.binary(B::Multiply, cos, x2)?,
+    );
+    let imag = imp.binary(B::Add, s1, c2)?;
+    let rot = if interleaved {
+        let e = [s4[0], s4[1], s4[2], half, 1];
+        let (re, im) = (imp.reshape(real, &e)?, imp.reshape(imag, &e)?);
+        let c = concat2(imp, re, im, 4)?;
+        imp.reshape(c, &[s4[0], s4[1], s4[2], rd])?
+    } else {
+        concat2(imp, real, imag, 3)?
+    };
+    let y = if rd < d {
+        let rest = take_const(imp, x4, (rd as i64..d as i64).collect(), 3)?;
+        concat2(imp, rot, rest, 3)?
+    } else {
+        rot
+    };
+    let y = if xs.len() == 4 {
+        imp.transpose(y, vec![0, 2, 1, 3])?
+    } else {
+        imp.reshape(y, &xs)?
+    };
+    Ok(vec![y])
 }
 
 #[cfg(test)]
