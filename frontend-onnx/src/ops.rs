@@ -1442,7 +1442,7 @@ fn reshape_target(input: &[usize], target: &[i64], allowzero: bool) -> Result<Ve
     }
     if let Some(i) = infer {
         let known: usize = out.iter().product();
-        if known == 0 || numel % known != 0 {
+        if known == 0 || !numel.is_multiple_of(known) {
             return Err(Error::InvalidModel(format!(
                 "Reshape cannot infer a dim of {target:?} for {input:?}"
             )));
