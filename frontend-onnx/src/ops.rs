@@ -1095,6 +1095,13 @@ fn pool(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     if xs.len() < 3 {
         return Err(Error::InvalidModel(format!("pooling over data {xs:?}")));
     }
+    if xs.len() > 5 {
+        return Err(Error::Unsupported(format!(
+            "{} over {} spatial axes (kiln has 1-D, 2-D and 3-D)",
+            n.op_type,
+            xs.len() - 2
+        )));
+    }
     // LpPool: (sum of |x|^p over the window)^(1/p), the sum an average over the whole
     // window (padding adds |0|^p = 0) times its size.
     let lp = (n.op_type == "LpPool").then(|| n.int("p", 2) as f64);
@@ -1115,42 +1122,61 @@ fn pool(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let strides = spatial_attr(n, "strides", k)?;
     let dilations = spatial_attr(n, "dilations", k)?;
     let pads = window_pads(n, &xs[2..], &kernel, &strides, &dilations)?;
-    let (x4, lifted) = lift_1d(imp, x, n.op_type)?;
     let kind = if n.op_type == "MaxPool" {
         PoolKind::Max
     } else {
         PoolKind::Avg
     };
+    let ceil = n.int("ceil_mode", 0) != 0;
     let include_pad = lp.is_some() || n.int("count_include_pad", 0) != 0;
-    let p = if lifted {
-        op::Pool2d {
-            kind,
-            pool_size: [1, kernel[0]],
-            strides: [1, strides[0]],
-            dilation: [1, dilations[0]],
-            padding: [0, pads[0].0, 0, pads[0].1],
-            ceil_mode: n.int("ceil_mode", 0) != 0,
-            count_include_pad: include_pad,
+    // A pooling over the two spatial axes of a 4-D tensor, axis i of the window
+    // attributes on each.
+    let pool2 = |imp: &mut Importer, x4: ExprId, ax: [Option<usize>; 2]| {
+        let get = |i: Option<usize>| match i {
+            Some(i) => (kernel[i], strides[i], dilations[i], pads[i]),
+            None => (1, 1, 1, (0, 0)),
+        };
+        let (a, b) = (get(ax[0]), get(ax[1]));
+        imp.call(
+            op::Pool2d {
+                kind,
+                pool_size: [a.0, b.0],
+                strides: [a.1, b.1],
+                dilation: [a.2, b.2],
+                padding: [a.3.0, b.3.0, a.3.1, b.3.1],
+                ceil_mode: ceil,
+                count_include_pad: include_pad,
+            },
+            &[x4],
+        )
+    };
+    let mut y = match k {
+        1 => {
+            let x4 = imp.reshape(x, &[xs[0], xs[1], 1, xs[2]])?;
+            let y = pool2(imp, x4, [None, Some(0)])?;
+            let s = imp.shape(y)?;
+            imp.reshape(y, &[s[0], s[1], s[3]])?
         }
-    } else {
-        op::Pool2d {
-            kind,
-            pool_size: [kernel[0], kernel[1]],
-            strides: [strides[0], strides[1]],
-            dilation: [dilations[0], dilations[1]],
-            padding: [pads[0].0, pads[1].0, pads[0].1, pads[1].1],
-            ceil_mode: n.int("ceil_mode", 0) != 0,
-            count_include_pad: include_pad,
+        2 => pool2(imp, x, [Some(0), Some(1)])?,
+        _ => {
+            // Separable: over (H, W) with depth folded into channels, then over D with
+            // (H, W) flattened. Max of maxes is the max; for averages the divisor (the
+            // window size, or the count of non-padding positions) is the product of the
+            // per-axis ones, so the average of averages is the average.
+            let x4 = imp.reshape(x, &[xs[0], xs[1] * xs[2], xs[3], xs[4]])?;
+            let y = pool2(imp, x4, [Some(1), Some(2)])?;
+            let s = imp.shape(y)?;
+            let y = imp.reshape(y, &[xs[0], xs[1], xs[2], s[2] * s[3]])?;
+            let y = pool2(imp, y, [Some(0), None])?;
+            let d = imp.shape(y)?[2];
+            imp.reshape(y, &[xs[0], xs[1], d, s[2], s[3]])?
         }
     };
-    let ceil = p.ceil_mode;
-    let mut y = imp.call(p, &[x4])?;
     if ceil {
         // ONNX (as PyTorch) drops a last window that would start in the end padding;
         // kiln's ceil mode (TVM's) keeps it, so slice it off.
-        let off = if lifted { 1 } else { 0 };
         for i in 0..k {
-            let a = 2 + off + i;
+            let a = 2 + i;
             let (pb, pe) = pads[i];
             let eff = dilations[i] * (kernel[i] - 1) + 1;
             let span = (xs[2 + i] + pb + pe).saturating_sub(eff);
@@ -1172,10 +1198,6 @@ fn pool(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             let inv = imp.scalar_like(1.0 / p, y)?;
             imp.binary(B::Power, y, inv)?
         };
-    }
-    if lifted {
-        let s = imp.shape(y)?;
-        y = imp.reshape(y, &[s[0], s[1], s[3]])?;
     }
     Ok(vec![y])
 }
