@@ -881,6 +881,80 @@ fn lift_1d(imp: &mut Importer, x: ExprId, what: &str) -> Result<(ExprId, bool)> 
     }
 }
 
+/// A 3-D convolution as the sum over the kernel's depth taps `kd` of 2-D convolutions:
+/// tap `kd` convolves, for every output depth `d`, the input depth slice
+/// `d * stride + kd * dilation` (of the depth-padded input, zeros outside) with the
+/// kernel's slice `kd`, all output depths at once (folded into the batch).
+fn conv3d(
+    imp: &mut Importer,
+    n: &Node,
+    x: ExprId,
+    w: ExprId,
+    strides: &[usize],
+    dilations: &[usize],
+    pads: &[(usize, usize)],
+) -> Result<Vec<ExprId>> {
+    let xs = imp.shape(x)?;
+    let ws = imp.shape(w)?;
+    let (nb, c, d, h, wd) = (xs[0], xs[1], xs[2], xs[3], xs[4]);
+    let (o, kd) = (ws[0], ws[2]);
+    let (sd, dd, (pb, pe)) = (strides[0], dilations[0], pads[0]);
+    let eff = dd * (kd - 1) + 1;
+    if d + pb + pe < eff {
+        return Err(Error::InvalidModel(format!(
+            "Conv kernel depth {kd} (dilation {dd}) exceeds the padded input depth"
+        )));
+    }
+    let dout = (d + pb + pe - eff) / sd + 1;
+    let group = usize::try_from(n.int("group", 1))
+        .map_err(|_| Error::InvalidModel(format!("group {}", n.int("group", 1))))?;
+    // (N, D + pads, C, H, W): depth next to the batch, zero-padded.
+    let mut xt = imp.transpose(x, vec![0, 2, 1, 3, 4])?;
+    let dt = imp.dtype(x)?;
+    if pb + pe > 0 {
+        let mut parts = vec![];
+        if pb > 0 {
+            parts.push(imp.constant(NDArray::zeros(vec![nb, pb, c, h, wd], dt)));
+        }
+        parts.push(xt);
+        if pe > 0 {
+            parts.push(imp.constant(NDArray::zeros(vec![nb, pe, c, h, wd], dt)));
+        }
+        let t = imp.m.tuple(&parts)?;
+        xt = imp.call(op::Concatenate::new(1), &[t])?;
+    }
+    let mut acc: Option<ExprId> = None;
+    for tap in 0..kd {
+        let idx = (0..dout).map(|j| (j * sd + tap * dd) as i64).collect();
+        let slab = take(imp, xt, idx, 1)?;
+        let slab = imp.reshape(slab, &[nb * dout, c, h, wd])?;
+        let wk = take(imp, w, vec![tap as i64], 2)?;
+        let wk = imp.reshape(wk, &[o, ws[1], ws[3], ws[4]])?;
+        let y = imp.call(
+            op::Conv2d {
+                strides: [strides[1], strides[2]],
+                padding: [pads[1].0, pads[2].0, pads[1].1, pads[2].1],
+                dilation: [dilations[1], dilations[2]],
+                groups: group,
+                ..op::Conv2d::default()
+            },
+            &[slab, wk],
+        )?;
+        acc = Some(match acc {
+            Some(a) => imp.binary(B::Add, a, y)?,
+            None => y,
+        });
+    }
+    let y = acc.ok_or_else(|| Error::InvalidModel("Conv kernel with no depth".into()))?;
+    let s = imp.shape(y)?;
+    let y = imp.reshape(y, &[nb, dout, o, s[2], s[3]])?;
+    let mut y = imp.transpose(y, vec![0, 2, 1, 3, 4])?;
+    if let Some(b) = imp.opt_input(n, 2)? {
+        y = imp.call(op::BiasAdd { axis: 1 }, &[y, b])?;
+    }
+    Ok(vec![y])
+}
+
 fn conv(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let x = imp.input(n, 0)?;
     let w = imp.input(n, 1)?;
@@ -895,6 +969,14 @@ fn conv(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let strides = spatial_attr(n, "strides", k)?;
     let dilations = spatial_attr(n, "dilations", k)?;
     let pads = window_pads(n, &xs[2..], &ws[2..], &strides, &dilations)?;
+    if k == 3 {
+        return conv3d(imp, n, x, w, &strides, &dilations, &pads);
+    }
+    if k > 3 {
+        return Err(Error::Unsupported(format!(
+            "Conv over {k} spatial axes (kiln has 1-D, 2-D and 3-D)"
+        )));
+    }
     let (x4, lifted) = lift_1d(imp, x, "Conv")?;
     let w4 = if lifted {
         imp.reshape(w, &[ws[0], ws[1], 1, ws[2]])?
