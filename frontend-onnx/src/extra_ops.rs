@@ -9,7 +9,9 @@
 //! row indices) and `ScatterElements`/`Scatter`/`ScatterND` (each output row combined
 //! with the updates whose computed row index equals its own, through a bool match
 //! matrix: exact for finite values), `QuantizeLinear`/`DequantizeLinear` (per tensor,
-//! per axis, blocked) and `RotaryEmbedding`.
+//! per axis, blocked), `RotaryEmbedding` and `Attention` (as ONNX's reference: scaled
+//! `Q K^T`, softcap, the additive bias of the mask and of the causal / window / padding
+//! rules — built as a constant — softmax with fully masked rows zeroed, times `V`).
 
 use kiln_ir::op::{self, BinaryKind as B, ReduceKind as R, UnaryKind as U};
 use kiln_ir::{DType, ExprId, NDArray};
@@ -19,6 +21,7 @@ use crate::error::{Error, Result};
 
 /// The ONNX op types this module converts.
 pub const SUPPORTED: &[&str] = &[
+    "Attention",
     "Compress",
     "CumProd",
     "CumSum",
@@ -68,6 +71,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Option<Result<Vec<ExprId>
         "ScatterND" => scatter_nd(imp, n),
         "QuantizeLinear" | "DequantizeLinear" => quantize(imp, n),
         "RotaryEmbedding" => rotary(imp, n),
+        "Attention" => attention(imp, n),
         _ => return None,
     })
 }
@@ -986,6 +990,205 @@ fn rotary(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         imp.reshape(y, &xs)?
     };
     Ok(vec![y])
+}
+
+/// A rank-3 `(batch, seq, heads * size)` tensor as `(batch, heads, seq, size)`.
+fn split_heads(imp: &mut Importer, x: ExprId, heads: usize) -> Result<ExprId> {
+    let s = imp.shape(x)?;
+    if heads == 0 || s[2] % heads != 0 {
+        return Err(Error::InvalidModel(format!(
+            "Attention input {s:?} with {heads} heads"
+        )));
+    }
+    let r = imp.reshape(x, &[s[0], s[1], heads, s[2] / heads])?;
+    imp.transpose(r, vec![0, 2, 1, 3])
+}
+
+fn attention(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let (mut q, mut k, mut v) = (imp.input(n, 0)?, imp.input(n, 1)?, imp.input(n, 2)?);
+    let mask = imp.opt_input(n, 3)?;
+    let past_k = imp.opt_input(n, 4)?;
+    let past_v = imp.opt_input(n, 5)?;
+    let nonpad = imp.const_input(n, 6)?.map(|t| t.to_i64_vec());
+    if past_k.is_some() != past_v.is_some() || (nonpad.is_some() && past_k.is_some()) {
+        return Err(Error::InvalidModel(
+            "Attention: past_key and past_value go together, and not with nonpad_kv_seqlen".into(),
+        ));
+    }
+    let rank = imp.shape(q)?.len();
+    if rank == 3 {
+        let hq = usize::try_from(n.int("q_num_heads", 0)).unwrap_or(0);
+        let hk = usize::try_from(n.int("kv_num_heads", 0)).unwrap_or(0);
+        q = split_heads(imp, q, hq)?;
+        k = split_heads(imp, k, hk)?;
+        v = split_heads(imp, v, hk)?;
+    } else if rank != 4 {
+        return Err(Error::InvalidModel(format!(
+            "Attention of rank-{rank} inputs"
+        )));
+    }
+    let dt = imp.dtype(q)?;
+    let qs = imp.shape(q)?;
+    let (b, hq, sq) = (qs[0], qs[1], qs[2]);
+    let scale = match n.attr("scale").and_then(|a| a.f) {
+        Some(s) => s as f64,
+        None => 1.0 / (qs[3] as f64).sqrt(),
+    };
+    // Q and K each scaled by sqrt(scale), rounded to the dtype, as the reference.
+    let root = imp.scalar(scale.sqrt(), dt);
+    let present_k = match past_k {
+        Some(p) => {
+            let t = imp.m.tuple(&[p, k])?;
+            imp.call(op::Concatenate::new(2), &[t])?
+        }
+        None => k,
+    };
+    let present_v = match past_v {
+        Some(p) => {
+            let t = imp.m.tuple(&[p, v])?;
+            imp.call(op::Concatenate::new(2), &[t])?
+        }
+        None => v,
+    };
+    let ks = imp.shape(present_k)?;
+    let (hk, skv) = (ks[1], ks[2]);
+    let past_len = match past_k {
+        Some(p) => imp.shape(p)?[2] as i64,
+        None => 0,
+    };
+    // The constant part of the additive bias: causal, sliding window, padding.
+    let causal = n.int("is_causal", 0) != 0;
+    let (left, right) = (
+        n.int("left_window_size", -1),
+        n.int("right_window_size", -1),
+    );
+    let constant_bias = causal || left >= 0 || right >= 0 || nonpad.is_some();
+    let bias_c = if constant_bias {
+        let bc = if nonpad.is_some() { b } else { 1 };
+        let mut vals = Vec::with_capacity(bc * sq * skv);
+        for bi in 0..bc {
+            let off = match &nonpad {
+                Some(np) => np.get(bi).copied().unwrap_or(0) - sq as i64,
+                None => past_len,
+            };
+            for i in 0..sq as i64 {
+                for j in 0..skv as i64 {
+                    let diff = i + off - j;
+                    let mut ok = !causal || j <= i + off;
+                    if left >= 0 {
+                        ok &= diff <= left;
+                    }
+                    if right >= 0 {
+                        ok &= -diff <= right;
+                    }
+                    if let Some(np) = &nonpad {
+                        ok &= j < np.get(bi).copied().unwrap_or(0);
+                    }
+                    vals.push(if ok { 0.0 } else { f64::NEG_INFINITY });
+                }
+            }
+        }
+        let shape = if nonpad.is_some() {
+            vec![b, 1, sq, skv]
+        } else {
+            vec![sq, skv]
+        };
+        Some(imp.constant(NDArray::from_f64(shape, dt, vals)?))
+    } else {
+        None
+    };
+    // The mask part: padded to the key length, bool as 0 / -inf.
+    let bias_m = match mask {
+        Some(m) => {
+            let ms = imp.shape(m)?;
+            let mdt = imp.dtype(m)?;
+            let last = ms.last().copied().unwrap_or(0);
+            let mut m = m;
+            if last < skv {
+                let mut ps = ms.clone();
+                if let Some(l) = ps.last_mut() {
+                    *l = skv - last;
+                }
+                let fill = if mdt == DType::Bool {
+                    0.0
+                } else {
+                    f64::NEG_INFINITY
+                };
+                let pad = imp.constant(NDArray::full(ps, mdt, fill));
+                let t = imp.m.tuple(&[m, pad])?;
+                m = imp.call(op::Concatenate::new(ms.len() as i64 - 1), &[t])?;
+            }
+            if mdt == DType::Bool {
+                let zero = imp.scalar(0.0, dt);
+                let ninf = imp.scalar(f64::NEG_INFINITY, dt);
+                let full = imp.shape(m)?;
+                let sel = imp.select(m, zero, ninf)?;
+                Some(imp.broadcast_to(sel, &full)?)
+            } else {
+                Some(m)
+            }
+        }
+        None => None,
+    };
+    let bias = match (bias_m, bias_c) {
+        (Some(a), Some(c)) => Some(imp.binary(B::Add, a, c)?),
+        (a, c) => a.or(c),
+    };
+    // Grouped-query attention: each key/value head serves hq / hk query heads.
+    let (mut kk, mut vv) = (present_k, present_v);
+    if hq != hk && hk > 0 && hq % hk == 0 {
+        let reps = hq / hk;
+        let idx: Vec<i64> = (0..hq).map(|h| (h / reps) as i64).collect();
+        kk = take_const(imp, kk, idx.clone(), 1)?;
+        vv = take_const(imp, vv, idx, 1)?;
+    }
+    let qsc = imp.binary(B::Multiply, q, root)?;
+    let ksc = imp.binary(B::Multiply, kk, root)?;
+    let kt = imp.transpose(ksc, vec![0, 1, 3, 2])?;
+    let mut qk = crate::ops::matmul(imp, qsc, kt)?;
+    if let Some(sc) = n.attr("softcap").and_then(|a| a.f).filter(|&s| s > 0.0) {
+        let c = imp.scalar(sc as f64, dt);
+        let d = imp.binary(B::Divide, qk, c)?;
+        let t = imp.unary(U::Tanh, d)?;
+        qk = imp.binary(B::Multiply, t, c)?;
+    }
+    let mode = n.int("qk_matmul_output_mode", 0);
+    let mut qk_out = qk;
+    let qkb = match bias {
+        Some(bb) => imp.binary(B::Add, qk, bb)?,
+        None => qk,
+    };
+    if mode == 2 {
+        qk_out = qkb;
+    }
+    let sm_dt = match n.attr("softmax_precision").and_then(|a| a.i) {
+        Some(code) if code != 0 => crate::tensor::dtype_from_onnx(code as i32)?,
+        _ => dt,
+    };
+    let x = cast(imp, qkb, sm_dt)?;
+    let mut p = imp.call(op::Softmax { axis: -1 }, &[x])?;
+    if let Some(bb) = bias {
+        // Rows whose bias is all -inf attend to nothing: 0, not NaN.
+        let bmax = imp.reduce(R::Max, bb, Some(vec![-1]), true)?;
+        let ninf = imp.scalar(f64::NEG_INFINITY, dt);
+        let dead = imp.binary(B::Equal, bmax, ninf)?;
+        let zero = imp.scalar(0.0, sm_dt);
+        let full = imp.shape(p)?;
+        let g = imp.select(dead, zero, p)?;
+        p = imp.broadcast_to(g, &full)?;
+    }
+    if mode == 3 {
+        qk_out = p;
+    }
+    let p = cast(imp, p, dt)?;
+    let mut y = crate::ops::matmul(imp, p, vv)?;
+    if rank == 3 {
+        let ys = imp.shape(y)?;
+        let t = imp.transpose(y, vec![0, 2, 1, 3])?;
+        y = imp.reshape(t, &[ys[0], ys[2], ys[1] * ys[3]])?;
+    }
+    let qk_out = cast(imp, qk_out, dt)?;
+    Ok(vec![y, present_k, present_v, qk_out])
 }
 
 #[cfg(test)]

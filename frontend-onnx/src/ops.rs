@@ -1420,7 +1420,7 @@ fn gemm(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
 }
 
 /// numpy `matmul`: 1-D operands promoted and demoted, batch dimensions broadcast.
-fn matmul(imp: &mut Importer, a: ExprId, b: ExprId) -> Result<ExprId> {
+pub(crate) fn matmul(imp: &mut Importer, a: ExprId, b: ExprId) -> Result<ExprId> {
     let (sa, sb) = (imp.shape(a)?, imp.shape(b)?);
     if sa.is_empty() || sb.is_empty() {
         return Err(Error::InvalidModel("MatMul of a scalar".into()));
