@@ -6,7 +6,11 @@ Usage: gen_node_tests.py OUT_DIR
 For every case that ``onnx.backend.test.case.node.collect_testcases()`` yields, writes
 ``OUT_DIR/test_x/model.onnx`` and ``OUT_DIR/test_x/test_data_set_0/input_N.pb`` and
 ``output_N.pb`` (serialized TensorProto, or SequenceProto / OptionalProto / MapProto for
-non-tensor values), as ``onnx``'s own ``backend-test-tools generate-data`` does. Kiln's
+non-tensor values), as ``onnx``'s own ``backend-test-tools generate-data`` does. Then
+copies the ready-made cases the package ships in the same layout under
+``onnx/backend/test/data/pytorch-converted`` and ``pytorch-operator`` into ``OUT_DIR``
+(their names, ``test_Conv2d`` and ``test_operator_add_broadcast``, do not clash with the
+node tests'). Kiln's
 conformance runner (testsuite/tests/onnx_node.rs) reads the directory named by the
 environment variable KILN_ONNX_NODE_TESTS. Pin the onnx version (.ci/run does): the
 checked-in manifest lists the cases of one version.
@@ -63,6 +67,19 @@ def main():
                     f.write(serialize(value, graph.output[j]))
         written += 1
     print(f"wrote {written} ONNX node test cases (onnx {onnx.__version__}) to {out}")
+    node_names = {c.name for c in cases}
+    data = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
+    for kind in ("pytorch-converted", "pytorch-operator"):
+        src = os.path.join(data, kind)
+        names = sorted(d for d in os.listdir(src) if os.path.isdir(os.path.join(src, d)))
+        for name in names:
+            if name in node_names:
+                sys.exit(f"{kind}/{name} has the name of a node test case")
+            dst = os.path.join(out, name)
+            if os.path.exists(dst):
+                shutil.rmtree(dst)
+            shutil.copytree(os.path.join(src, name), dst)
+        print(f"copied {len(names)} {kind} cases to {out}")
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ pub(crate) fn unsupported_nodes(model: &ModelProto) -> Vec<UnsupportedNode> {
         .filter_map(|(index, n)| {
             let domain = n.domain.clone().unwrap_or_default();
             let op_type = n.op_type.clone().unwrap_or_default();
-            let ok = is_default_domain(&domain) && ops::SUPPORTED.contains(&op_type.as_str());
+            let ok = is_default_domain(&domain) && ops::is_supported(op_type.as_str());
             (!ok).then(|| UnsupportedNode {
                 opset: opset_of(model, &domain),
                 op_type,
@@ -309,9 +309,28 @@ impl Importer {
         })
     }
 
+    /// The tensor type of value `name` if it is bound to a non-constant expression
+    /// holding no elements.
+    fn empty_value(&self, name: &str) -> Option<kiln_ir::TensorType> {
+        let &id = self.values.get(name)?;
+        match (self.m.kind(id), self.m.ty(id)) {
+            (ExprKind::Constant(_), _) => None,
+            (_, Type::Tensor(t)) if t.numel() == 0 => Some(t.clone()),
+            _ => None,
+        }
+    }
+
     /// Converts one node and binds its outputs, folding them to constants when all its
-    /// inputs are constants.
+    /// inputs are constants. A value with no elements has nothing to compute: it is
+    /// read as a constant (so what depends on it only through its shape folds, as a
+    /// sum over an empty axis does) and a node output with no elements is bound to one.
     fn convert_node(&mut self, n: &Node) -> Result<()> {
+        for name in n.proto.input.iter().filter(|s| !s.is_empty()) {
+            if let Some(t) = self.empty_value(name) {
+                let c = self.m.constant(NDArray::zeros(t.shape, t.dtype));
+                self.values.insert(name.clone(), c);
+            }
+        }
         // Integer initializers (shapes, axes, indices) read by a node whose other inputs
         // are constants become constants too, so shape arithmetic folds; float
         // initializers (weights) stay params.
@@ -350,6 +369,12 @@ impl Importer {
                 )));
             };
             let id = match self.m.ty(id) {
+                Type::Tensor(t)
+                    if !matches!(self.m.kind(id), ExprKind::Constant(_)) && t.numel() == 0 =>
+                {
+                    let t = t.clone();
+                    self.m.constant(NDArray::zeros(t.shape, t.dtype))
+                }
                 Type::Tensor(t)
                     if fold
                         && !matches!(self.m.kind(id), ExprKind::Constant(_))

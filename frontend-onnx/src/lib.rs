@@ -38,8 +38,10 @@
 
 mod convert;
 pub mod error;
+mod extra_ops;
 mod ops;
 pub mod proto;
+mod resize;
 pub mod tensor;
 
 use std::collections::BTreeMap;
@@ -112,7 +114,7 @@ pub fn unsupported_nodes(bytes: &[u8]) -> Result<Vec<UnsupportedNode>> {
 
 /// The ONNX op types (default domain) this frontend imports, sorted.
 pub fn supported_ops() -> Vec<&'static str> {
-    let mut v = ops::SUPPORTED.to_vec();
+    let mut v = [ops::SUPPORTED, extra_ops::SUPPORTED].concat();
     v.sort_unstable();
     v
 }

@@ -24,12 +24,14 @@ pub const SUPPORTED: &[&str] = &[
     "BatchNormalization",
     "Cast",
     "CastLike",
+    "Ceil",
     "Celu",
     "Clip",
     "Concat",
     "Constant",
     "ConstantOfShape",
     "Conv",
+    "ConvTranspose",
     "DepthToSpace",
     "Div",
     "Dropout",
@@ -39,6 +41,7 @@ pub const SUPPORTED: &[&str] = &[
     "Exp",
     "Expand",
     "Flatten",
+    "Floor",
     "Gather",
     "Gelu",
     "Gemm",
@@ -50,6 +53,8 @@ pub const SUPPORTED: &[&str] = &[
     "HardSwish",
     "Identity",
     "InstanceNormalization",
+    "IsInf",
+    "IsNaN",
     "LRN",
     "LayerNormalization",
     "LeakyRelu",
@@ -58,12 +63,14 @@ pub const SUPPORTED: &[&str] = &[
     "Log",
     "LogSoftmax",
     "LpNormalization",
+    "LpPool",
     "MatMul",
     "Max",
     "MaxPool",
     "Mean",
     "Min",
     "Mish",
+    "Mod",
     "Mul",
     "Neg",
     "Not",
@@ -80,10 +87,13 @@ pub const SUPPORTED: &[&str] = &[
     "ReduceMax",
     "ReduceMean",
     "ReduceMin",
+    "ReduceProd",
     "ReduceSum",
     "ReduceSumSquare",
     "Relu",
     "Reshape",
+    "Resize",
+    "Round",
     "Selu",
     "Shape",
     "Sigmoid",
@@ -105,9 +115,16 @@ pub const SUPPORTED: &[&str] = &[
     "Tile",
     "Transpose",
     "Unsqueeze",
+    "Upsample",
     "Where",
     "Xor",
 ];
+
+/// Whether [`convert`] handles ONNX op type `op` (default domain): [`SUPPORTED`] here
+/// and the ops of [`crate::extra_ops`].
+pub(crate) fn is_supported(op: &str) -> bool {
+    SUPPORTED.contains(&op) || crate::extra_ops::SUPPORTED.contains(&op)
+}
 
 /// Normalises axis `a` into `0..rank`.
 fn axis(a: i64, rank: usize) -> Result<usize> {
@@ -169,6 +186,29 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         "Erf" => unary(imp, n, U::Erf),
         "Neg" => unary(imp, n, U::Negative),
         "Abs" => unary(imp, n, U::Abs),
+        "Floor" => unary(imp, n, U::Floor),
+        "Ceil" => unary(imp, n, U::Ceil),
+        "Round" => unary(imp, n, U::Round),
+        "IsNaN" => {
+            let x = imp.input(n, 0)?;
+            one(imp.binary(B::NotEqual, x, x)?)
+        }
+        "IsInf" => {
+            let x = imp.input(n, 0)?;
+            let shape = imp.shape(x)?;
+            let mut hit = imp.constant(NDArray::full(shape, DType::Bool, 0.0));
+            for (attr, v) in [
+                ("detect_positive", f64::INFINITY),
+                ("detect_negative", f64::NEG_INFINITY),
+            ] {
+                if n.int(attr, 1) != 0 {
+                    let inf = imp.scalar_like(v, x)?;
+                    let eq = imp.binary(B::Equal, x, inf)?;
+                    hit = imp.binary(B::Maximum, hit, eq)?;
+                }
+            }
+            one(hit)
+        }
         "Reciprocal" => {
             let x = imp.input(n, 0)?;
             let c = imp.scalar_like(1.0, x)?;
@@ -235,7 +275,14 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         }
         "PRelu" => {
             let x = imp.input(n, 0)?;
-            let slope = imp.input(n, 1)?;
+            let mut slope = imp.input(n, 1)?;
+            // Before opset 7 a per-channel slope of shape (C) applies along axis 1.
+            let (xs, ss) = (imp.shape(x)?, imp.shape(slope)?);
+            if n.opset < 7 && ss.len() == 1 && xs.len() > 2 && ss[0] == xs[1] && ss[0] > 1 {
+                let mut to = vec![1; xs.len() - 1];
+                to[0] = ss[0];
+                slope = imp.reshape(slope, &to)?;
+            }
             let zero = imp.scalar_like(0.0, x)?;
             let lt = imp.binary(B::Less, x, zero)?;
             let sx = imp.binary(B::Multiply, slope, x)?;
@@ -360,6 +407,10 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         "Sub" => binary(imp, n, B::Subtract),
         "Mul" => binary(imp, n, B::Multiply),
         "Div" => binary(imp, n, B::Divide),
+        // fmod=1 is C's fmod (the dividend's sign); fmod=0, integers only in ONNX, is
+        // Python's % (the divisor's sign).
+        "Mod" if n.int("fmod", 0) != 0 => binary(imp, n, B::TruncMod),
+        "Mod" => binary(imp, n, B::FloorMod),
         "Equal" => binary(imp, n, B::Equal),
         "Less" => binary(imp, n, B::Less),
         "LessOrEqual" => binary(imp, n, B::LessEqual),
@@ -397,7 +448,8 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         }
         // ---- neural-network ops -------------------------------------------------------
         "Conv" => conv(imp, n),
-        "MaxPool" | "AveragePool" => pool(imp, n),
+        "ConvTranspose" => conv_transpose(imp, n),
+        "MaxPool" | "AveragePool" | "LpPool" => pool(imp, n),
         "GlobalAveragePool" | "GlobalMaxPool" => {
             let x = imp.input(n, 0)?;
             let rank = imp.shape(x)?.len();
@@ -468,6 +520,11 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
                 }
                 p => return Err(Error::Unsupported(format!("LpNormalization with p={p}"))),
             };
+            // A zero norm (all-zero x) divides by 1, giving 0 as ONNX does.
+            let zero = imp.scalar_like(0.0, norm)?;
+            let onec = imp.scalar_like(1.0, norm)?;
+            let is0 = imp.binary(B::Equal, norm, zero)?;
+            let norm = imp.select(is0, onec, norm)?;
             one(imp.binary(B::Divide, x, norm)?)
         }
         "LRN" => lrn(imp, n),
@@ -488,6 +545,11 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
                     .ok_or_else(|| Error::InvalidModel("Reshape needs a shape".into()))?
             };
             let shape = reshape_target(&imp.shape(x)?, &target, n.int("allowzero", 0) != 0)?;
+            if shape.contains(&0) {
+                // No elements (kiln's `reshape` reads a 0 as "keep this dimension").
+                let dt = imp.dtype(x)?;
+                return one(imp.constant(NDArray::zeros(shape, dt)));
+            }
             one(imp.reshape(x, &shape)?)
         }
         "Flatten" => {
@@ -516,10 +578,23 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             one(imp.transpose(x, perm)?)
         }
         "Concat" => {
-            let xs = (0..n.num_inputs())
+            let mut xs = (0..n.num_inputs())
                 .filter(|&i| n.input_name(i).is_some())
                 .map(|i| imp.input(n, i))
                 .collect::<Result<Vec<_>>>()?;
+            // Parts with no elements add nothing (when some part has elements).
+            let sizes = xs
+                .iter()
+                .map(|&x| Ok(imp.shape(x)?.iter().product::<usize>()))
+                .collect::<Result<Vec<usize>>>()?;
+            if sizes.iter().any(|&s| s > 0) {
+                xs = xs
+                    .into_iter()
+                    .zip(&sizes)
+                    .filter(|(_, s)| **s > 0)
+                    .map(|(x, _)| x)
+                    .collect();
+            }
             let t = imp.m.tuple(&xs)?;
             one(imp.call(op::Concatenate::new(n.int("axis", 0)), &[t])?)
         }
@@ -570,10 +645,11 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             one(x)
         }
         "Pad" => pad(imp, n),
+        "Resize" | "Upsample" => crate::resize::resize(imp, n),
         "DepthToSpace" | "SpaceToDepth" => depth_space(imp, n),
         // ---- reductions ---------------------------------------------------------------
-        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceL1" | "ReduceL2"
-        | "ReduceSumSquare" | "ReduceLogSum" | "ReduceLogSumExp" => reduce(imp, n),
+        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL1"
+        | "ReduceL2" | "ReduceSumSquare" | "ReduceLogSum" | "ReduceLogSumExp" => reduce(imp, n),
         "ArgMax" | "ArgMin" => argmax(imp, n),
         // ---- constants and shapes, folded at import ---------------------------------------
         "Constant" => one(constant(imp, n)?),
@@ -633,7 +709,8 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             };
             one(imp.constant(NDArray::from_f64([count], dtype, v)?))
         }
-        other => Err(Error::Unsupported(format!("op `{other}`"))),
+        other => crate::extra_ops::convert(imp, n)
+            .unwrap_or_else(|| Err(Error::Unsupported(format!("op `{other}`")))),
     }
 }
 
@@ -688,18 +765,24 @@ fn take(imp: &mut Importer, x: ExprId, idx: Vec<i64>, ax: usize) -> Result<ExprI
 
 fn dropout(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let x = imp.input(n, 0)?;
-    if let Some(t) = imp.const_input(n, 2).ok().flatten()
-        && t.to_f64_vec().first().is_some_and(|&v| v != 0.0)
-    {
-        return Err(Error::Unsupported("Dropout in training mode".into()));
-    }
     if n.opset < 7 && n.int("is_test", 0) == 0 {
         return Err(Error::Unsupported("Dropout with is_test=0".into()));
     }
-    if n.input_name(2).is_some() && imp.const_input(n, 2).is_err() {
-        return Err(Error::Unsupported(
-            "Dropout with a computed training_mode".into(),
-        ));
+    // training_mode must be known at import; in training mode only a zero ratio is
+    // deterministic (nothing is dropped).
+    let training = imp
+        .const_input(n, 2)?
+        .is_some_and(|t| t.to_f64_vec().first().is_some_and(|&v| v != 0.0));
+    if training {
+        let ratio = match imp.const_input(n, 1)? {
+            Some(t) => t.to_f64_vec().first().copied().unwrap_or(0.5),
+            None => 0.5,
+        };
+        if ratio != 0.0 {
+            return Err(Error::Unsupported(format!(
+                "Dropout in training mode with ratio {ratio} (random)"
+            )));
+        }
     }
     let shape = imp.shape(x)?;
     let mask = imp.constant(NDArray::full(shape, DType::Bool, 1.0));
@@ -798,6 +881,80 @@ fn lift_1d(imp: &mut Importer, x: ExprId, what: &str) -> Result<(ExprId, bool)> 
     }
 }
 
+/// A 3-D convolution as the sum over the kernel's depth taps `kd` of 2-D convolutions:
+/// tap `kd` convolves, for every output depth `d`, the input depth slice
+/// `d * stride + kd * dilation` (of the depth-padded input, zeros outside) with the
+/// kernel's slice `kd`, all output depths at once (folded into the batch).
+fn conv3d(
+    imp: &mut Importer,
+    n: &Node,
+    x: ExprId,
+    w: ExprId,
+    strides: &[usize],
+    dilations: &[usize],
+    pads: &[(usize, usize)],
+) -> Result<Vec<ExprId>> {
+    let xs = imp.shape(x)?;
+    let ws = imp.shape(w)?;
+    let (nb, c, d, h, wd) = (xs[0], xs[1], xs[2], xs[3], xs[4]);
+    let (o, kd) = (ws[0], ws[2]);
+    let (sd, dd, (pb, pe)) = (strides[0], dilations[0], pads[0]);
+    let eff = dd * (kd - 1) + 1;
+    if d + pb + pe < eff {
+        return Err(Error::InvalidModel(format!(
+            "Conv kernel depth {kd} (dilation {dd}) exceeds the padded input depth"
+        )));
+    }
+    let dout = (d + pb + pe - eff) / sd + 1;
+    let group = usize::try_from(n.int("group", 1))
+        .map_err(|_| Error::InvalidModel(format!("group {}", n.int("group", 1))))?;
+    // (N, D + pads, C, H, W): depth next to the batch, zero-padded.
+    let mut xt = imp.transpose(x, vec![0, 2, 1, 3, 4])?;
+    let dt = imp.dtype(x)?;
+    if pb + pe > 0 {
+        let mut parts = vec![];
+        if pb > 0 {
+            parts.push(imp.constant(NDArray::zeros(vec![nb, pb, c, h, wd], dt)));
+        }
+        parts.push(xt);
+        if pe > 0 {
+            parts.push(imp.constant(NDArray::zeros(vec![nb, pe, c, h, wd], dt)));
+        }
+        let t = imp.m.tuple(&parts)?;
+        xt = imp.call(op::Concatenate::new(1), &[t])?;
+    }
+    let mut acc: Option<ExprId> = None;
+    for tap in 0..kd {
+        let idx = (0..dout).map(|j| (j * sd + tap * dd) as i64).collect();
+        let slab = take(imp, xt, idx, 1)?;
+        let slab = imp.reshape(slab, &[nb * dout, c, h, wd])?;
+        let wk = take(imp, w, vec![tap as i64], 2)?;
+        let wk = imp.reshape(wk, &[o, ws[1], ws[3], ws[4]])?;
+        let y = imp.call(
+            op::Conv2d {
+                strides: [strides[1], strides[2]],
+                padding: [pads[1].0, pads[2].0, pads[1].1, pads[2].1],
+                dilation: [dilations[1], dilations[2]],
+                groups: group,
+                ..op::Conv2d::default()
+            },
+            &[slab, wk],
+        )?;
+        acc = Some(match acc {
+            Some(a) => imp.binary(B::Add, a, y)?,
+            None => y,
+        });
+    }
+    let y = acc.ok_or_else(|| Error::InvalidModel("Conv kernel with no depth".into()))?;
+    let s = imp.shape(y)?;
+    let y = imp.reshape(y, &[nb, dout, o, s[2], s[3]])?;
+    let mut y = imp.transpose(y, vec![0, 2, 1, 3, 4])?;
+    if let Some(b) = imp.opt_input(n, 2)? {
+        y = imp.call(op::BiasAdd { axis: 1 }, &[y, b])?;
+    }
+    Ok(vec![y])
+}
+
 fn conv(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let x = imp.input(n, 0)?;
     let w = imp.input(n, 1)?;
@@ -812,6 +969,14 @@ fn conv(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let strides = spatial_attr(n, "strides", k)?;
     let dilations = spatial_attr(n, "dilations", k)?;
     let pads = window_pads(n, &xs[2..], &ws[2..], &strides, &dilations)?;
+    if k == 3 {
+        return conv3d(imp, n, x, w, &strides, &dilations, &pads);
+    }
+    if k > 3 {
+        return Err(Error::Unsupported(format!(
+            "Conv over {k} spatial axes (kiln has 1-D, 2-D and 3-D)"
+        )));
+    }
     let (x4, lifted) = lift_1d(imp, x, "Conv")?;
     let w4 = if lifted {
         imp.reshape(w, &[ws[0], ws[1], 1, ws[2]])?
@@ -853,14 +1018,183 @@ fn conv(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     Ok(vec![y])
 }
 
+/// `ConvTranspose` as a convolution: the input with `stride - 1` zeros inserted between
+/// elements, padded by `dilation * (kernel - 1) - pads` (the end also by
+/// `output_padding` and whatever `output_shape` adds; negative padding crops), convolved
+/// at stride 1 with the kernel flipped spatially and its in/out channels swapped per
+/// group. Pads, `auto_pad` and `output_shape` follow ONNX's reference implementation.
+fn conv_transpose(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = imp.input(n, 0)?;
+    let w = imp.input(n, 1)?;
+    let xs = imp.shape(x)?;
+    let ws = imp.shape(w)?;
+    if xs.len() < 3 || ws.len() != xs.len() {
+        return Err(Error::Unsupported(format!(
+            "ConvTranspose with data {xs:?} and weight {ws:?}"
+        )));
+    }
+    let k = xs.len() - 2;
+    let group = usize::try_from(n.int("group", 1))
+        .ok()
+        .filter(|&g| g >= 1 && xs[1] % g == 0 && ws[0] == xs[1])
+        .ok_or_else(|| {
+            Error::InvalidModel(format!(
+                "ConvTranspose group {} for data {xs:?} and weight {ws:?}",
+                n.int("group", 1)
+            ))
+        })?;
+    let strides = spatial_attr(n, "strides", k)?;
+    let dilations = spatial_attr(n, "dilations", k)?;
+    let out_pad = n.ints("output_padding").unwrap_or_else(|| vec![0; k]);
+    let out_shape = n
+        .ints("output_shape")
+        .map(|v| v[v.len().saturating_sub(k)..].to_vec());
+    let auto = n.string("auto_pad", "NOTSET");
+    let same = matches!(auto.as_str(), "SAME_UPPER" | "SAME_LOWER");
+    let pads = n.ints("pads");
+    if out_pad.len() != k
+        || out_shape.as_ref().is_some_and(|o| o.len() != k)
+        || pads.as_ref().is_some_and(|p| p.len() != 2 * k)
+    {
+        return Err(Error::InvalidModel(format!(
+            "ConvTranspose output_padding {out_pad:?}, output_shape {out_shape:?} or pads \
+             {pads:?} do not fit {k} spatial axes"
+        )));
+    }
+    // Per spatial axis: the padding before and after the zero-inserted input.
+    let mut conv_pads = vec![];
+    for i in 0..k {
+        let (inp, s, d) = (xs[i + 2] as i64, strides[i] as i64, dilations[i] as i64);
+        let eff = d * (ws[i + 2] as i64 - 1) + 1;
+        let natural = s * (inp - 1) + out_pad[i] + eff;
+        // The leading pad and the output extent (which fixes the trailing pad).
+        let (pb, out) = match &pads {
+            None if same => {
+                let out = out_shape.as_ref().map_or(inp * s, |o| o[i]);
+                let total = natural - out;
+                let (lo, hi) = (total / 2, total - total / 2);
+                (if auto == "SAME_UPPER" { lo } else { hi }, out)
+            }
+            _ => {
+                let (pb, pe) = pads.as_ref().map_or((0, 0), |p| (p[i], p[i + k]));
+                (pb, out_shape.as_ref().map_or(natural - pb - pe, |o| o[i]))
+            }
+        };
+        if out < 1 {
+            return Err(Error::InvalidModel(format!(
+                "ConvTranspose output extent {out} on spatial axis {i}"
+            )));
+        }
+        let up = (inp - 1) * s + 1;
+        let begin = eff - 1 - pb;
+        conv_pads.push((begin, out - up - begin + eff - 1));
+    }
+    let (mut y, lifted) = lift_1d(imp, x, "ConvTranspose")?;
+    let off = if lifted { 1 } else { 0 };
+    // Zero insertion and cropping of the lifted 4-D input, axis by axis.
+    let mut padding = [0usize; 4];
+    for i in 0..k {
+        let a = 2 + off + i;
+        let s = strides[i];
+        if s > 1 {
+            let sh = imp.shape(y)?;
+            let mut one = sh.clone();
+            one.insert(a + 1, 1);
+            let y1 = imp.reshape(y, &one)?;
+            let mut zs = one.clone();
+            zs[a + 1] = s - 1;
+            let dt = imp.dtype(y)?;
+            let zeros = imp.constant(NDArray::zeros(zs, dt));
+            let t = imp.m.tuple(&[y1, zeros])?;
+            let cat = imp.call(op::Concatenate::new((a + 1) as i64), &[t])?;
+            let mut flat = sh.clone();
+            flat[a] *= s;
+            let cat = imp.reshape(cat, &flat)?;
+            y = take(imp, cat, (0..((sh[a] - 1) * s + 1) as i64).collect(), a)?;
+        }
+        let (b, e) = conv_pads[i];
+        if b < 0 || e < 0 {
+            let len = imp.shape(y)?[a] as i64;
+            let (lo, hi) = ((-b).max(0), len - (-e).max(0));
+            if lo >= hi {
+                return Err(Error::Unsupported(format!(
+                    "ConvTranspose whose pads crop away spatial axis {i}"
+                )));
+            }
+            y = take(imp, y, (lo..hi).collect(), a)?;
+        }
+        padding[off + i] = b.max(0) as usize;
+        padding[2 + off + i] = e.max(0) as usize;
+    }
+    // The kernel (C_in, C_out / g, k...) as a convolution's (C_out, C_in / g, k...),
+    // flipped along every spatial axis.
+    let (ci, co_g) = (ws[0], ws[1]);
+    let ci_g = ci / group;
+    let kern: Vec<usize> = if lifted {
+        vec![1, ws[2]]
+    } else {
+        vec![ws[2], ws[3]]
+    };
+    let w5 = imp.reshape(w, &[group, ci_g, co_g, kern[0], kern[1]])?;
+    let w5 = imp.transpose(w5, vec![0, 2, 1, 3, 4])?;
+    let mut wc = imp.reshape(w5, &[group * co_g, ci_g, kern[0], kern[1]])?;
+    for (j, &kk) in kern.iter().enumerate() {
+        if kk > 1 {
+            wc = take(imp, wc, (0..kk as i64).rev().collect(), 2 + j)?;
+        }
+    }
+    let dil = if lifted {
+        [1, dilations[0]]
+    } else {
+        [dilations[0], dilations[1]]
+    };
+    let mut out = imp.call(
+        op::Conv2d {
+            strides: [1, 1],
+            padding,
+            dilation: dil,
+            groups: group,
+            ..op::Conv2d::default()
+        },
+        &[y, wc],
+    )?;
+    if let Some(b) = imp.opt_input(n, 2)? {
+        out = imp.call(op::BiasAdd { axis: 1 }, &[out, b])?;
+    }
+    if lifted {
+        let s = imp.shape(out)?;
+        out = imp.reshape(out, &[s[0], s[1], s[3]])?;
+    }
+    Ok(vec![out])
+}
+
 fn pool(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     if n.num_outputs() > 1 && !n.proto.output[1].is_empty() {
         return Err(Error::Unsupported("MaxPool's Indices output".into()));
     }
-    let x = imp.input(n, 0)?;
+    let mut x = imp.input(n, 0)?;
     let xs = imp.shape(x)?;
     if xs.len() < 3 {
         return Err(Error::InvalidModel(format!("pooling over data {xs:?}")));
+    }
+    if xs.len() > 5 {
+        return Err(Error::Unsupported(format!(
+            "{} over {} spatial axes (kiln has 1-D, 2-D and 3-D)",
+            n.op_type,
+            xs.len() - 2
+        )));
+    }
+    // LpPool: (sum of |x|^p over the window)^(1/p), the sum an average over the whole
+    // window (padding adds |0|^p = 0) times its size.
+    let lp = (n.op_type == "LpPool").then(|| n.int("p", 2) as f64);
+    if let Some(p) = lp {
+        let a = imp.unary(U::Abs, x)?;
+        x = if p == 2.0 {
+            imp.binary(B::Multiply, a, a)?
+        } else {
+            let pc = imp.scalar_like(p, x)?;
+            imp.binary(B::Power, a, pc)?
+        };
     }
     let k = xs.len() - 2;
     let kernel = n
@@ -870,37 +1204,82 @@ fn pool(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let strides = spatial_attr(n, "strides", k)?;
     let dilations = spatial_attr(n, "dilations", k)?;
     let pads = window_pads(n, &xs[2..], &kernel, &strides, &dilations)?;
-    let (x4, lifted) = lift_1d(imp, x, n.op_type)?;
     let kind = if n.op_type == "MaxPool" {
         PoolKind::Max
     } else {
         PoolKind::Avg
     };
-    let p = if lifted {
-        op::Pool2d {
-            kind,
-            pool_size: [1, kernel[0]],
-            strides: [1, strides[0]],
-            dilation: [1, dilations[0]],
-            padding: [0, pads[0].0, 0, pads[0].1],
-            ceil_mode: n.int("ceil_mode", 0) != 0,
-            count_include_pad: n.int("count_include_pad", 0) != 0,
+    let ceil = n.int("ceil_mode", 0) != 0;
+    let include_pad = lp.is_some() || n.int("count_include_pad", 0) != 0;
+    // A pooling over the two spatial axes of a 4-D tensor, axis i of the window
+    // attributes on each.
+    let pool2 = |imp: &mut Importer, x4: ExprId, ax: [Option<usize>; 2]| {
+        let get = |i: Option<usize>| match i {
+            Some(i) => (kernel[i], strides[i], dilations[i], pads[i]),
+            None => (1, 1, 1, (0, 0)),
+        };
+        let (a, b) = (get(ax[0]), get(ax[1]));
+        imp.call(
+            op::Pool2d {
+                kind,
+                pool_size: [a.0, b.0],
+                strides: [a.1, b.1],
+                dilation: [a.2, b.2],
+                padding: [a.3.0, b.3.0, a.3.1, b.3.1],
+                ceil_mode: ceil,
+                count_include_pad: include_pad,
+            },
+            &[x4],
+        )
+    };
+    let mut y = match k {
+        1 => {
+            let x4 = imp.reshape(x, &[xs[0], xs[1], 1, xs[2]])?;
+            let y = pool2(imp, x4, [None, Some(0)])?;
+            let s = imp.shape(y)?;
+            imp.reshape(y, &[s[0], s[1], s[3]])?
         }
-    } else {
-        op::Pool2d {
-            kind,
-            pool_size: [kernel[0], kernel[1]],
-            strides: [strides[0], strides[1]],
-            dilation: [dilations[0], dilations[1]],
-            padding: [pads[0].0, pads[1].0, pads[0].1, pads[1].1],
-            ceil_mode: n.int("ceil_mode", 0) != 0,
-            count_include_pad: n.int("count_include_pad", 0) != 0,
+        2 => pool2(imp, x, [Some(0), Some(1)])?,
+        _ => {
+            // Separable: over (H, W) with depth folded into channels, then over D with
+            // (H, W) flattened. Max of maxes is the max; for averages the divisor (the
+            // window size, or the count of non-padding positions) is the product of the
+            // per-axis ones, so the average of averages is the average.
+            let x4 = imp.reshape(x, &[xs[0], xs[1] * xs[2], xs[3], xs[4]])?;
+            let y = pool2(imp, x4, [Some(1), Some(2)])?;
+            let s = imp.shape(y)?;
+            let y = imp.reshape(y, &[xs[0], xs[1], xs[2], s[2] * s[3]])?;
+            let y = pool2(imp, y, [Some(0), None])?;
+            let d = imp.shape(y)?[2];
+            imp.reshape(y, &[xs[0], xs[1], d, s[2], s[3]])?
         }
     };
-    let mut y = imp.call(p, &[x4])?;
-    if lifted {
-        let s = imp.shape(y)?;
-        y = imp.reshape(y, &[s[0], s[1], s[3]])?;
+    if ceil {
+        // ONNX (as PyTorch) drops a last window that would start in the end padding;
+        // kiln's ceil mode (TVM's) keeps it, so slice it off.
+        for i in 0..k {
+            let a = 2 + i;
+            let (pb, pe) = pads[i];
+            let eff = dilations[i] * (kernel[i] - 1) + 1;
+            let span = (xs[2 + i] + pb + pe).saturating_sub(eff);
+            let mut out = span.div_ceil(strides[i]) + 1;
+            if (out - 1) * strides[i] >= xs[2 + i] + pb {
+                out -= 1;
+            }
+            if imp.shape(y)?[a] > out {
+                y = take(imp, y, (0..out as i64).collect(), a)?;
+            }
+        }
+    }
+    if let Some(p) = lp {
+        let area = imp.scalar_like(kernel.iter().product::<usize>() as f64, y)?;
+        y = imp.binary(B::Multiply, y, area)?;
+        y = if p == 2.0 {
+            imp.unary(U::Sqrt, y)?
+        } else {
+            let inv = imp.scalar_like(1.0 / p, y)?;
+            imp.binary(B::Power, y, inv)?
+        };
     }
     Ok(vec![y])
 }
@@ -1041,7 +1420,7 @@ fn gemm(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
 }
 
 /// numpy `matmul`: 1-D operands promoted and demoted, batch dimensions broadcast.
-fn matmul(imp: &mut Importer, a: ExprId, b: ExprId) -> Result<ExprId> {
+pub(crate) fn matmul(imp: &mut Importer, a: ExprId, b: ExprId) -> Result<ExprId> {
     let (sa, sb) = (imp.shape(a)?, imp.shape(b)?);
     if sa.is_empty() || sb.is_empty() {
         return Err(Error::InvalidModel("MatMul of a scalar".into()));
@@ -1167,7 +1546,7 @@ fn reshape_target(input: &[usize], target: &[i64], allowzero: bool) -> Result<Ve
     }
     if let Some(i) = infer {
         let known: usize = out.iter().product();
-        if known == 0 || numel % known != 0 {
+        if known == 0 || !numel.is_multiple_of(known) {
             return Err(Error::InvalidModel(format!(
                 "Reshape cannot infer a dim of {target:?} for {input:?}"
             )));
@@ -1223,6 +1602,14 @@ fn split(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let mut res = Vec::with_capacity(sizes.len());
     let mut start = 0;
     for &s in &sizes {
+        if s == 0 {
+            // An empty piece (kiln's `take` refuses empty data).
+            let mut ps = shape.clone();
+            ps[a] = 0;
+            let dt = imp.dtype(x)?;
+            res.push(imp.constant(NDArray::zeros(ps, dt)));
+            continue;
+        }
         let idx = (start..start + s).map(|i| i as i64).collect();
         res.push(take(imp, x, idx, a)?);
         start += s;
@@ -1469,7 +1856,13 @@ fn depth_space(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             return Err(Error::InvalidModel(format!("{s:?} with blocksize {b}")));
         }
         let v = imp.reshape(x, &[nb, c, h / b, b, w / b, b])?;
-        let t = imp.transpose(v, vec![0, 3, 5, 1, 2, 4])?;
+        // DCR puts the block offsets before the channel (opset 28 adds CRD, after).
+        let perm = if n.string("mode", "DCR") == "CRD" {
+            vec![0, 1, 3, 5, 2, 4]
+        } else {
+            vec![0, 3, 5, 1, 2, 4]
+        };
+        let t = imp.transpose(v, perm)?;
         imp.reshape(t, &[nb, c * b * b, h / b, w / b])?
     };
     Ok(vec![y])
@@ -1493,11 +1886,13 @@ fn reduce(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         _ if axes_as_input && n.int("noop_with_empty_axes", 0) != 0 => return Ok(vec![x]),
         _ => None,
     };
+    if matches!(n.op_type, "ReduceMax" | "ReduceMin") {
+        return Ok(vec![reduce_extreme(imp, n, x, axes, keep)?]);
+    }
     let y = match n.op_type {
         "ReduceMean" => imp.reduce(R::Mean, x, axes, keep)?,
         "ReduceSum" => imp.reduce(R::Sum, x, axes, keep)?,
-        "ReduceMax" => imp.reduce(R::Max, x, axes, keep)?,
-        "ReduceMin" => imp.reduce(R::Min, x, axes, keep)?,
+        "ReduceProd" => imp.reduce(R::Prod, x, axes, keep)?,
         "ReduceL1" => {
             let a = imp.unary(U::Abs, x)?;
             imp.reduce(R::Sum, a, axes, keep)?
@@ -1522,6 +1917,86 @@ fn reduce(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         }
     };
     Ok(vec![y])
+}
+
+/// `ReduceMax`/`ReduceMin`: bool data as or/and (through uint8), and a reduction over
+/// an empty axis as its identity (-inf/+inf, the dtype's extremes, false/true), which
+/// kiln's `max`/`min` refuse.
+fn reduce_extreme(
+    imp: &mut Importer,
+    n: &Node,
+    x: ExprId,
+    axes: Option<Vec<i64>>,
+    keep: bool,
+) -> Result<ExprId> {
+    let max = n.op_type == "ReduceMax";
+    let t = imp.tensor_ty(x)?;
+    let r = t.shape.len();
+    let reduced: Vec<usize> = match &axes {
+        Some(a) => a.iter().map(|&a| axis(a, r)).collect::<Result<_>>()?,
+        None => (0..r).collect(),
+    };
+    if reduced.iter().any(|&a| t.shape[a] == 0) {
+        let shape: Vec<usize> = (0..r)
+            .filter_map(|d| match reduced.contains(&d) {
+                true if keep => Some(1),
+                true => None,
+                false => Some(t.shape[d]),
+            })
+            .collect();
+        let v = match t.dtype {
+            DType::Bool => {
+                if max {
+                    0.0
+                } else {
+                    1.0
+                }
+            }
+            d if d.is_float() => {
+                if max {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                }
+            }
+            DType::I8 => {
+                if max {
+                    i8::MIN as f64
+                } else {
+                    i8::MAX as f64
+                }
+            }
+            DType::U8 => {
+                if max {
+                    0.0
+                } else {
+                    u8::MAX as f64
+                }
+            }
+            DType::I32 => {
+                if max {
+                    i32::MIN as f64
+                } else {
+                    i32::MAX as f64
+                }
+            }
+            _ => {
+                let v = if max { i64::MIN } else { i64::MAX };
+                return Ok(imp.constant(NDArray::from_vec(
+                    shape.clone(),
+                    vec![v; shape.iter().product()],
+                )?));
+            }
+        };
+        return Ok(imp.constant(NDArray::full(shape, t.dtype, v)));
+    }
+    let kind = if max { R::Max } else { R::Min };
+    if t.dtype == DType::Bool {
+        let u = cast(imp, x, DType::U8)?;
+        let y = imp.reduce(kind, u, axes, keep)?;
+        return cast(imp, y, DType::Bool);
+    }
+    imp.reduce(kind, x, axes, keep)
 }
 
 fn argmax(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {

@@ -9,9 +9,17 @@
 //! directory the test prints `SKIP` and returns, except under `CI=true`, where the
 //! directory must exist.
 //!
+//! The directory also holds the ready-made cases the `onnx` package ships under
+//! `backend/test/data/pytorch-converted` and `pytorch-operator` (the script copies them);
+//! the manifest lists them too.
+//!
 //! `KILN_ONNX_WRITE_MANIFEST=1` rewrites the manifest from this run's results instead of
 //! checking it (the manifest is generated, never edited by hand). Cases run on as many
 //! threads as the machine has cores (`KILN_ONNX_THREADS` overrides).
+//!
+//! Either way the run must meet the ONNX issue's acceptance: at least [`MIN_PASSING`]
+//! cases pass on both backends, and every op of [`ISSUE_OPS`] has a node test of its
+//! own (a model made of that op only) that passes on both.
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -21,6 +29,135 @@ use std::time::Instant;
 use kiln_testsuite::onnx_node::{CaseResult, Outcome, parse_manifest, run_case, write_manifest};
 
 const MANIFEST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/onnx_node_manifest.txt");
+
+/// The fewest cases that must pass on both the reference interpreter and `cpu`.
+const MIN_PASSING: usize = 400;
+
+/// The ops the ONNX frontend issue lists (what ResNet, MobileNet-v2, SqueezeNet,
+/// Inception, DenseNet, VGG, an MLP and a BERT-style encoder use). ONNX has node tests
+/// for every one of them.
+const ISSUE_OPS: &[&str] = &[
+    "Conv",
+    "ConvTranspose",
+    "BatchNormalization",
+    "Relu",
+    "LeakyRelu",
+    "Clip",
+    "Sigmoid",
+    "Tanh",
+    "Erf",
+    "Gelu",
+    "HardSigmoid",
+    "HardSwish",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "LRN",
+    "Flatten",
+    "Gemm",
+    "MatMul",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Sqrt",
+    "Reciprocal",
+    "Exp",
+    "Log",
+    "Neg",
+    "Abs",
+    "Max",
+    "Min",
+    "Sum",
+    "Mean",
+    "Softmax",
+    "LogSoftmax",
+    "LayerNormalization",
+    "Reshape",
+    "Transpose",
+    "Concat",
+    "Split",
+    "Slice",
+    "Gather",
+    "Squeeze",
+    "Unsqueeze",
+    "Shape",
+    "Constant",
+    "ConstantOfShape",
+    "Cast",
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "Where",
+    "Equal",
+    "Less",
+    "Greater",
+    "Expand",
+    "Pad",
+    "Identity",
+    "Dropout",
+    "Resize",
+    "Tile",
+    "ArgMax",
+];
+
+/// The op types of the nodes of `dir/model.onnx`'s graph (empty if it does not read).
+fn model_ops(dir: &Path) -> Vec<String> {
+    let Ok(bytes) = std::fs::read(dir.join("model.onnx")) else {
+        return vec![];
+    };
+    let Ok(model) = kiln_frontend_onnx::decode_model(&bytes) else {
+        return vec![];
+    };
+    model
+        .graph
+        .map(|g| g.node.into_iter().filter_map(|n| n.op_type).collect())
+        .unwrap_or_default()
+}
+
+/// Checks the issue's acceptance on this run's results: enough cases pass on both
+/// backends, and each op of [`ISSUE_OPS`] has a passing single-op node test.
+fn check_acceptance(dir: &Path, results: &[(String, CaseResult)]) {
+    let both: Vec<&String> = results
+        .iter()
+        .filter(|(_, r)| r.reference == Outcome::Pass && r.cpu == Some(Outcome::Pass))
+        .map(|(n, _)| n)
+        .collect();
+    assert!(
+        both.len() >= MIN_PASSING,
+        "only {} cases pass on both the reference interpreter and cpu (at least {MIN_PASSING} must)",
+        both.len()
+    );
+    let mut covered = std::collections::BTreeMap::<&str, &String>::new();
+    for name in both {
+        let ops = model_ops(&dir.join(name));
+        if let Some(first) = ops.first()
+            && ops.iter().all(|o| o == first)
+            && let Some(&op) = ISSUE_OPS.iter().find(|&&op| op == first)
+        {
+            covered.entry(op).or_insert(name);
+        }
+    }
+    let missing: Vec<&str> = ISSUE_OPS
+        .iter()
+        .copied()
+        .filter(|op| !covered.contains_key(op))
+        .collect();
+    println!(
+        "issue ops with a passing single-op node test on both backends: {}/{}",
+        covered.len(),
+        ISSUE_OPS.len()
+    );
+    assert!(
+        missing.is_empty(),
+        "ops of the issue's list without a single-op node test passing on both the \
+         reference interpreter and cpu: {missing:?}"
+    );
+}
 
 /// Runs every case in `names` under `dir`, on worker threads, in `names`' order.
 fn run_all(dir: &Path, names: &[String]) -> Vec<(String, CaseResult)> {
@@ -104,8 +241,10 @@ fn onnx_node_tests_match_the_manifest() {
     if std::env::var("KILN_ONNX_WRITE_MANIFEST").as_deref() == Ok("1") {
         std::fs::write(MANIFEST, write_manifest(&results)).expect("write the manifest");
         println!("wrote {MANIFEST}");
+        check_acceptance(dir, &results);
         return;
     }
+    check_acceptance(dir, &results);
 
     let manifest = std::fs::read_to_string(MANIFEST).unwrap_or_default();
     let expected = parse_manifest(&manifest);

@@ -1,6 +1,7 @@
 //! Elementwise ops: unary math (`nn.relu`, `exp`, `log`, `sqrt`, `rsqrt`, `tanh`,
-//! `sigmoid`, `erf`, `negative`, `abs`), broadcasting binary arithmetic and comparisons
-//! (numpy broadcasting), `clip`, `cast` and `where`.
+//! `sigmoid`, `erf`, `negative`, `abs`, `floor`, `ceil`, `round`), broadcasting binary
+//! arithmetic (with `floor_mod` and `trunc_mod`) and comparisons (numpy broadcasting),
+//! `clip`, `cast` and `where`.
 //!
 //! Each op's attributes, type rule and reference evaluation live here. Numeric policy:
 //! float dtypes compute in `f64` and round once to the output dtype; integer dtypes
@@ -30,6 +31,9 @@ pub const NAMES: &[&str] = &[
     "erf",
     "negative",
     "abs",
+    "floor",
+    "ceil",
+    "round",
     "add",
     "subtract",
     "multiply",
@@ -43,6 +47,8 @@ pub const NAMES: &[&str] = &[
     "less_equal",
     "greater",
     "greater_equal",
+    "floor_mod",
+    "trunc_mod",
     "clip",
     "cast",
     "where",
@@ -61,6 +67,10 @@ pub enum UnaryKind {
     Erf,
     Negative,
     Abs,
+    Floor,
+    Ceil,
+    /// To the nearest integer, ties to even (numpy's and ONNX's `round`).
+    Round,
 }
 
 /// A one-argument elementwise op.
@@ -85,6 +95,12 @@ pub enum BinaryKind {
     LessEqual,
     Greater,
     GreaterEqual,
+    /// Remainder of division rounding toward negative infinity: the sign of the
+    /// divisor (Python's `%`, ONNX `Mod` with `fmod=0`).
+    FloorMod,
+    /// Remainder of division truncating toward zero: the sign of the dividend (C's
+    /// `fmod`, ONNX `Mod` with `fmod=1`).
+    TruncMod,
 }
 
 /// A two-argument broadcasting op; comparisons return `bool`.
@@ -176,7 +192,7 @@ fn expand_data(t: &NDArray, shape: &[usize]) -> Data {
 
 impl UnaryKind {
     /// Every unary kind, in declaration order.
-    pub const ALL: [UnaryKind; 10] = [
+    pub const ALL: [UnaryKind; 13] = [
         UnaryKind::Relu,
         UnaryKind::Exp,
         UnaryKind::Log,
@@ -187,6 +203,9 @@ impl UnaryKind {
         UnaryKind::Erf,
         UnaryKind::Negative,
         UnaryKind::Abs,
+        UnaryKind::Floor,
+        UnaryKind::Ceil,
+        UnaryKind::Round,
     ];
 
     /// The op name in the text form.
@@ -202,6 +221,9 @@ impl UnaryKind {
             UnaryKind::Erf => "erf",
             UnaryKind::Negative => "negative",
             UnaryKind::Abs => "abs",
+            UnaryKind::Floor => "floor",
+            UnaryKind::Ceil => "ceil",
+            UnaryKind::Round => "round",
         }
     }
 
@@ -236,6 +258,9 @@ impl UnaryKind {
             UnaryKind::Erf => erf(x),
             UnaryKind::Negative => -x,
             UnaryKind::Abs => x.abs(),
+            UnaryKind::Floor => x.floor(),
+            UnaryKind::Ceil => x.ceil(),
+            UnaryKind::Round => x.round_ties_even(),
         }
     }
 
@@ -375,7 +400,7 @@ fn erfc_continued_fraction(a: f64) -> f64 {
 
 impl BinaryKind {
     /// Every binary kind, in declaration order.
-    pub const ALL: [BinaryKind; 13] = [
+    pub const ALL: [BinaryKind; 15] = [
         BinaryKind::Add,
         BinaryKind::Subtract,
         BinaryKind::Multiply,
@@ -389,6 +414,8 @@ impl BinaryKind {
         BinaryKind::LessEqual,
         BinaryKind::Greater,
         BinaryKind::GreaterEqual,
+        BinaryKind::FloorMod,
+        BinaryKind::TruncMod,
     ];
 
     /// The op name in the text form.
@@ -407,6 +434,8 @@ impl BinaryKind {
             BinaryKind::LessEqual => "less_equal",
             BinaryKind::Greater => "greater",
             BinaryKind::GreaterEqual => "greater_equal",
+            BinaryKind::FloorMod => "floor_mod",
+            BinaryKind::TruncMod => "trunc_mod",
         }
     }
 
@@ -462,6 +491,16 @@ impl BinaryKind {
             BinaryKind::Maximum | BinaryKind::Minimum if a.is_nan() || b.is_nan() => f64::NAN,
             BinaryKind::Maximum => a.max(b),
             BinaryKind::Minimum => a.min(b),
+            // `%` on f64 is C's fmod: exact, the sign of the dividend.
+            BinaryKind::TruncMod => a % b,
+            BinaryKind::FloorMod => {
+                let r = a % b;
+                if r != 0.0 && (r < 0.0) != (b < 0.0) {
+                    r + b
+                } else {
+                    r
+                }
+            }
             _ => f64::NAN,
         }
     }
@@ -497,6 +536,17 @@ impl BinaryKind {
             }
             BinaryKind::Maximum => a.max(b),
             BinaryKind::Minimum => a.min(b),
+            BinaryKind::FloorMod | BinaryKind::TruncMod => {
+                if b == 0 {
+                    return Err(format!("integer modulo by zero ({a} mod 0)"));
+                }
+                let r = a.wrapping_rem(b);
+                if self == BinaryKind::FloorMod && r != 0 && (r < 0) != (b < 0) {
+                    r + b
+                } else {
+                    r
+                }
+            }
             _ => return Err("not an arithmetic op".into()),
         })
     }
@@ -960,6 +1010,26 @@ mod tests {
         );
         // NaN passes through relu.
         assert!(un(UnaryKind::Relu, &f32s(&[1], &[f32::NAN]))[0].is_nan());
+        let r = f32s(&[8], &[-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 2.6, -0.2]);
+        assert_eq!(
+            un(UnaryKind::Round, &r),
+            vec![-2.0, -2.0, -0.0, 0.0, 2.0, 2.0, 3.0, -0.0]
+        );
+        assert_eq!(
+            un(UnaryKind::Floor, &r),
+            vec![-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 2.0, -1.0]
+        );
+        assert_eq!(
+            un(UnaryKind::Ceil, &r),
+            vec![-2.0, -1.0, -0.0, 1.0, 2.0, 3.0, 3.0, -0.0]
+        );
+        for k in [UnaryKind::Floor, UnaryKind::Ceil, UnaryKind::Round] {
+            let inf = un(
+                k,
+                &f32s(&[3], &[f32::INFINITY, f32::NEG_INFINITY, f32::NAN]),
+            );
+            assert!(inf[0] == f32::INFINITY && inf[1] == f32::NEG_INFINITY && inf[2].is_nan());
+        }
         // float16 rounds once at the end: e = 2.71875 in half precision.
         let h = NDArray::from_f64([1], DType::F16, vec![1.0]).unwrap();
         let e = run(Unary::new(UnaryKind::Exp), &[h]).unwrap();
@@ -1016,7 +1086,7 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
         #[test]
-        fn unary_ops_match_std_f64(shape in prop::collection::vec(0usize..=4, 0..=3), seed in any::<u64>(), k in 0usize..10) {
+        fn unary_ops_match_std_f64(shape in prop::collection::vec(0usize..=4, 0..=3), seed in any::<u64>(), k in 0usize..UnaryKind::ALL.len()) {
             let kind = UnaryKind::ALL[k];
             let x = NDArray::random_uniform(shape.clone(), DType::F32, seed, -4.0, 4.0);
             let got = run(Unary::new(kind), std::slice::from_ref(&x)).unwrap();
@@ -1032,6 +1102,18 @@ mod tests {
                     UnaryKind::Erf => erf(v),
                     UnaryKind::Negative => -v,
                     UnaryKind::Abs => v.abs(),
+                    UnaryKind::Floor => v.floor(),
+                    UnaryKind::Ceil => v.ceil(),
+                    // Ties to even, written out: the nearer integer, else the even one.
+                    UnaryKind::Round => {
+                        let (f, c) = (v.floor(), v.ceil());
+                        match (v - f).partial_cmp(&(c - v)) {
+                            Some(std::cmp::Ordering::Less) => f,
+                            Some(std::cmp::Ordering::Greater) => c,
+                            _ if f % 2.0 == 0.0 => f,
+                            _ => c,
+                        }
+                    }
                 }
             };
             let want: Vec<f32> = x.to_vec::<f32>().unwrap().iter().map(|&v| f(v as f64) as f32).collect();
@@ -1197,6 +1279,72 @@ mod tests {
     }
 
     #[test]
+    fn modulo_hand_values() {
+        let bin = |k, a: NDArray, b: NDArray| run(Binary::new(k), &[a, b]);
+        // floor_mod takes the divisor's sign, trunc_mod the dividend's.
+        let (a, b) = (
+            i32s(&[6], &[7, -7, 7, -7, 6, 0]),
+            i32s(&[6], &[3, 3, -3, -3, 3, -5]),
+        );
+        let fm = bin(BinaryKind::FloorMod, a.clone(), b.clone()).unwrap();
+        assert_eq!(fm.to_vec::<i32>().unwrap(), vec![1, 2, -2, -1, 0, 0]);
+        let tm = bin(BinaryKind::TruncMod, a, b).unwrap();
+        assert_eq!(tm.to_vec::<i32>().unwrap(), vec![1, -1, 1, -1, 0, 0]);
+        let (x, y) = (
+            f32s(&[4], &[-4.5, 7.5, 5.0, -7.5]),
+            f32s(&[4], &[2.0, -2.0, 8.0, 2.0]),
+        );
+        let fm = bin(BinaryKind::FloorMod, x.clone(), y.clone()).unwrap();
+        assert_eq!(fm.to_vec::<f32>().unwrap(), vec![1.5, -0.5, 5.0, 0.5]);
+        let tm = bin(BinaryKind::TruncMod, x, y).unwrap();
+        assert_eq!(tm.to_vec::<f32>().unwrap(), vec![-0.5, 1.5, 5.0, -1.5]);
+        // Integer modulo by zero is an evaluation error; float gives NaN.
+        for k in [BinaryKind::FloorMod, BinaryKind::TruncMod] {
+            let e = bin(k, i32s(&[1], &[5]), i32s(&[1], &[0])).unwrap_err();
+            assert!(e.to_string().contains("modulo by zero"), "{e}");
+            let n = bin(k, f32s(&[1], &[5.0]), f32s(&[1], &[0.0])).unwrap();
+            assert!(n.to_vec::<f32>().unwrap()[0].is_nan());
+        }
+        // Wraps like the other integer ops: i8::MIN mod -1 is 0.
+        let m = bin(
+            BinaryKind::FloorMod,
+            NDArray::from_vec([1], vec![-128i8]).unwrap(),
+            NDArray::from_vec([1], vec![-1i8]).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(m.to_vec::<i8>().unwrap(), vec![0]);
+        let e = type_error(
+            Binary::new(BinaryKind::FloorMod),
+            &[
+                Type::tensor([2], DType::Bool),
+                Type::tensor([2], DType::Bool),
+            ],
+        );
+        assert!(e.contains("floor_mod") && e.contains("bool"), "{e}");
+    }
+
+    /// floor_mod and trunc_mod against their definitions through exact division.
+    #[test]
+    fn modulo_matches_its_definition() {
+        for a in -9i64..=9 {
+            for b in (-4i64..=4).filter(|&b| b != 0) {
+                let fm = BinaryKind::FloorMod.apply_i64(a, b).unwrap();
+                assert_eq!(
+                    fm,
+                    a - b * (a as f64 / b as f64).floor() as i64,
+                    "{a} mod {b}"
+                );
+                assert_eq!(
+                    BinaryKind::TruncMod.apply_i64(a, b).unwrap(),
+                    a - b * (a / b)
+                );
+                let ff = BinaryKind::FloorMod.apply_f64(a as f64, b as f64);
+                assert_eq!(ff, fm as f64, "{a} mod {b} in f64");
+            }
+        }
+    }
+
+    #[test]
     fn integer_binary_semantics() {
         let bin = |k, a: NDArray, b: NDArray| run(Binary::new(k), &[a, b]);
         // Division truncates toward zero.
@@ -1294,7 +1442,7 @@ mod tests {
 
         #[test]
         fn binary_broadcast_equals_materialized(
-            (sa, sb, full) in broadcast_pair(), k in 0usize..13, int in any::<bool>(), seed in any::<u64>()
+            (sa, sb, full) in broadcast_pair(), k in 0usize..BinaryKind::ALL.len(), int in any::<bool>(), seed in any::<u64>()
         ) {
             let kind = BinaryKind::ALL[k];
             let dtype = if int { DType::I32 } else { DType::F32 };

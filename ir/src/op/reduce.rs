@@ -1,4 +1,5 @@
-//! Reductions over axes: `sum`, `mean`, `max`, `min`, with `keepdims` and `exclude`.
+//! Reductions over axes: `sum`, `mean`, `max`, `min`, `prod`, with `keepdims` and
+//! `exclude`.
 //!
 //! Each op's attributes, type rule and reference evaluation live here. Floats
 //! accumulate in `f64` in row-major order and round once; integers accumulate in `i64`
@@ -14,7 +15,7 @@ use super::util::{self, expect_arity, expect_float, tensor_arg};
 use super::{Op, OpPattern, OpSpec};
 
 /// Names of the ops in this family.
-pub const NAMES: &[&str] = &["sum", "mean", "max", "min"];
+pub const NAMES: &[&str] = &["sum", "mean", "max", "min", "prod"];
 
 /// Which reduction a [`Reduce`] computes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -23,6 +24,8 @@ pub enum ReduceKind {
     Mean,
     Max,
     Min,
+    /// The product; an empty reduction gives 1.
+    Prod,
 }
 
 /// A reduction over `axis` (all axes when `None`); with `exclude`, over every axis
@@ -37,11 +40,12 @@ pub struct Reduce {
 
 impl ReduceKind {
     /// Every reduction kind, in declaration order.
-    pub const ALL: [ReduceKind; 4] = [
+    pub const ALL: [ReduceKind; 5] = [
         ReduceKind::Sum,
         ReduceKind::Mean,
         ReduceKind::Max,
         ReduceKind::Min,
+        ReduceKind::Prod,
     ];
 
     /// The op name in the text form.
@@ -51,6 +55,7 @@ impl ReduceKind {
             ReduceKind::Mean => "mean",
             ReduceKind::Max => "max",
             ReduceKind::Min => "min",
+            ReduceKind::Prod => "prod",
         }
     }
 
@@ -211,6 +216,11 @@ impl OpSpec for Reduce {
                     }
                     acc
                 }
+                ReduceKind::Prod => {
+                    let mut acc = vec![1.0; n_out];
+                    targets.iter().zip(&v).for_each(|(&o, &x)| acc[o] *= x);
+                    acc
+                }
             };
             Data::from_f64(dtype, acc)
         } else {
@@ -219,6 +229,7 @@ impl OpSpec for Reduce {
                 ReduceKind::Sum => (0, i64::wrapping_add),
                 ReduceKind::Max => (i64::MIN, i64::max),
                 ReduceKind::Min => (i64::MAX, i64::min),
+                ReduceKind::Prod => (1, i64::wrapping_mul),
                 ReduceKind::Mean => {
                     return Err(Error::Eval(format!("mean: not defined on {dtype}")));
                 }
@@ -546,6 +557,25 @@ mod tests {
                 .is_nan()
         );
 
+        // Products: floats in f64, integers wrap at the width, empty products are 1.
+        assert_eq!(v(reduce(Prod, Some(&[1]), false, false)), vec![6.0, 120.0]);
+        assert_eq!(v(reduce(Prod, None, false, false)), vec![720.0]);
+        assert_eq!(
+            run(reduce(Prod, None, false, false), &i)
+                .unwrap()
+                .to_vec::<i8>()
+                .unwrap(),
+            // 100 * 100 * -5 = -50000 = 0x...3cb0, whose low byte is -80.
+            vec![-80]
+        );
+        assert_eq!(
+            run(reduce(Prod, Some(&[1]), true, false), &e)
+                .unwrap()
+                .to_vec::<f32>()
+                .unwrap(),
+            vec![1.0, 1.0]
+        );
+
         // A rank-0 tensor reduces to itself.
         let s = NDArray::scalar(2.5f32);
         for kind in ReduceKind::ALL {
@@ -585,7 +615,7 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
         #[test]
-        fn one_axis_matches_naive_loops((shape, axis) in shape_and_axis(), k in 0usize..4, seed in any::<u64>()) {
+        fn one_axis_matches_naive_loops((shape, axis) in shape_and_axis(), k in 0usize..ReduceKind::ALL.len(), seed in any::<u64>()) {
             let kind = ReduceKind::ALL[k];
             let x = NDArray::random(shape.clone(), DType::F32, seed);
             let got = run(reduce(kind, Some(&[axis as i64]), false, false), &x).unwrap();
@@ -603,6 +633,7 @@ mod tests {
                         ReduceKind::Mean => col.iter().sum::<f64>() / n as f64,
                         ReduceKind::Max => col.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
                         ReduceKind::Min => col.iter().cloned().fold(f64::INFINITY, f64::min),
+                        ReduceKind::Prod => col.iter().product(),
                     } as f32 as f64);
                 }
             }

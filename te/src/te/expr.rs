@@ -63,15 +63,18 @@ pub enum ReduceKind {
     Max,
     /// `min(acc, x)`, starting at +inf (the dtype's maximum for integers).
     Min,
+    /// `acc * x`, starting at 1.
+    Prod,
 }
 
 impl ReduceKind {
-    /// `sum`, `max` or `min`.
+    /// `sum`, `max`, `min` or `prod`.
     pub fn name(self) -> &'static str {
         match self {
             ReduceKind::Sum => "sum",
             ReduceKind::Max => "max",
             ReduceKind::Min => "min",
+            ReduceKind::Prod => "prod",
         }
     }
 }
@@ -364,6 +367,11 @@ pub fn max(value: impl Into<Expr>, axes: &[IterVar]) -> Expr {
 /// The minimum of `value` over the reduction `axes` (the body of a compute).
 pub fn min(value: impl Into<Expr>, axes: &[IterVar]) -> Expr {
     reduce(ReduceKind::Min, value.into(), axes)
+}
+
+/// The product of `value` over the reduction `axes` (the body of a compute).
+pub fn prod(value: impl Into<Expr>, axes: &[IterVar]) -> Expr {
+    reduce(ReduceKind::Prod, value.into(), axes)
 }
 
 impl From<IterVar> for Expr {

@@ -334,6 +334,7 @@ fn affine(e: &tir::Expr, inner: &HashSet<VarId>) -> Option<Affine> {
 fn reduce_init(kind: ReduceKind, dtype: DType) -> tir::Expr {
     match kind {
         ReduceKind::Sum => tir::Expr::imm(0.0, dtype),
+        ReduceKind::Prod => tir::Expr::imm(1.0, dtype),
         ReduceKind::Max | ReduceKind::Min => {
             let max = kind == ReduceKind::Max;
             if dtype.is_float() {
@@ -358,6 +359,7 @@ fn combine(kind: ReduceKind, acc: tir::Expr, x: tir::Expr) -> tir::Expr {
         ReduceKind::Sum => BinOp::Add,
         ReduceKind::Max => BinOp::Max,
         ReduceKind::Min => BinOp::Min,
+        ReduceKind::Prod => BinOp::Mul,
     };
     tir::Expr::binary(op, acc, x)
 }

@@ -34,8 +34,8 @@ pub mod schedule;
 
 pub use expr::{
     Expr, IterKind, IterVar, ReduceKind, abs, and, call, cast, ceil, erf, exp, floor, floordiv,
-    floormod, fma, log, max, maximum, min, minimum, not, or, pow, rsqrt, select, sigmoid, sqrt,
-    sum, tanh,
+    floormod, fma, log, max, maximum, min, minimum, not, or, pow, prod, rsqrt, select, sigmoid,
+    sqrt, sum, tanh,
 };
 pub use graph::{Graph, IterVarInfo, MAX_RANK, OpId, OpKind, Operation, Tensor};
 pub use lower::lower;

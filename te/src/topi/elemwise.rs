@@ -4,8 +4,12 @@
 //!
 //! Semantics follow `ir::op::elemwise`: `nn.relu` keeps NaN (`x < 0 ? 0 : x`),
 //! integer `negative`/`abs` wrap, integer `divide` truncates toward zero, `maximum` and
-//! `minimum` on bool are logical or/and, integer `power` is exact square-and-multiply
-//! with wrapping (a chain of materialized stages, four exponent bits each, so inlining
+//! `minimum` on bool are logical or/and, `round` ties to even (through `floor`, exact),
+//! integer `floor_mod`/`trunc_mod` are exact (a zero divisor reports an error at run
+//! time, as integer `divide` does) while float ones compute `fmod` as
+//! `x - trunc(x / y) * y` in the dtype (within a rounding of the reference's exact
+//! `fmod`, except where `x / y` rounds onto an integer), integer `power` is exact
+//! square-and-multiply with wrapping (a chain of materialized stages, four exponent bits each, so inlining
 //! never duplicates work), and integer `clip` first converts its bounds to the dtype as
 //! `cast` would.
 
@@ -18,7 +22,8 @@ use crate::tir::{BinOp, Intrinsic};
 
 use super::{Ctx, TeValue, arg, broadcast_index, imm, out_tensor};
 
-/// `nn.relu`, `exp`, `log`, `sqrt`, `rsqrt`, `tanh`, `sigmoid`, `erf`, `negative`, `abs`.
+/// `nn.relu`, `exp`, `log`, `sqrt`, `rsqrt`, `tanh`, `sigmoid`, `erf`, `negative`, `abs`,
+/// `floor`, `ceil`, `round`.
 pub fn unary(ctx: &mut Ctx, op: &Unary, args: &[TeValue], out: &Type) -> Result<Tensor> {
     let name = op.kind.name();
     let x = arg(name, args, 0)?;
@@ -46,7 +51,28 @@ pub fn unary_expr(kind: UnaryKind, x: Expr, dtype: DType) -> Expr {
         // Floats negate exactly by multiplying with -1 (keeping -0); integers wrap.
         UnaryKind::Negative if dtype.is_float() => x * imm(-1.0, dtype),
         UnaryKind::Negative => imm(0.0, dtype) - x,
+        UnaryKind::Floor => intr(Intrinsic::Floor),
+        UnaryKind::Ceil => intr(Intrinsic::Ceil),
+        UnaryKind::Round => round_half_even(x, dtype),
     }
+}
+
+/// `x` rounded to the nearest integer, ties to even: `f = floor(x)` and the exact
+/// fraction `x - f` pick `f` or `f + 1`; on a tie, the even one (`floor(f / 2) == f / 2`).
+/// Infinities stay; NaN stays NaN.
+fn round_half_even(x: Expr, dtype: DType) -> Expr {
+    let f = te::call(Intrinsic::Floor, [x.clone()]);
+    let frac = x - f.clone();
+    let half = imm(0.5, dtype);
+    let up = f.clone() + imm(1.0, dtype);
+    let h = f.clone() * half.clone();
+    let even = te::call(Intrinsic::Floor, [h.clone()]).equal(h);
+    let tie = te::select(even, f.clone(), up.clone());
+    te::select(
+        frac.clone().gt(half.clone()),
+        up,
+        te::select(frac.lt(half), f, tie),
+    )
 }
 
 /// The broadcasting two-argument ops.
@@ -85,8 +111,39 @@ pub fn binary_expr(kind: BinaryKind, x: Expr, y: Expr, dtype: DType) -> Expr {
         BinaryKind::LessEqual => BinOp::Le,
         BinaryKind::Greater => BinOp::Gt,
         BinaryKind::GreaterEqual => BinOp::Ge,
+        BinaryKind::FloorMod if dtype.is_float() => {
+            // fmod, moved by `y` when its sign differs from the divisor's.
+            let r = float_fmod(x, y.clone(), dtype);
+            let zero = imm(0.0, dtype);
+            let differs = te::or(
+                te::and(r.clone().lt(zero.clone()), y.clone().gt(zero.clone())),
+                te::and(r.clone().gt(zero.clone()), y.clone().lt(zero)),
+            );
+            return te::select(differs, r.clone() + y, r);
+        }
+        BinaryKind::FloorMod => BinOp::FloorMod,
+        BinaryKind::TruncMod if dtype.is_float() => return float_fmod(x, y, dtype),
+        // Integer division truncates toward zero.
+        BinaryKind::TruncMod => return x.clone() - (x / y.clone()) * y,
     };
     Expr::binary(op, x, y)
+}
+
+/// C's `fmod(x, y)` on floats as `x - trunc(x / y) * y`, except that a finite `x`
+/// modulo an infinite `y` is `x` (the product would be NaN); NaN where `fmod` is.
+fn float_fmod(x: Expr, y: Expr, dtype: DType) -> Expr {
+    let q = x.clone() / y.clone();
+    let t = te::select(
+        q.clone().lt(imm(0.0, dtype)),
+        te::call(Intrinsic::Ceil, [q.clone()]),
+        te::call(Intrinsic::Floor, [q]),
+    );
+    let inf = imm(f64::INFINITY, dtype);
+    let keep_x = te::and(
+        te::abs(y.clone()).equal(inf.clone()),
+        te::abs(x.clone()).lt(inf),
+    );
+    te::select(keep_x, x.clone(), x - t * y)
 }
 
 /// Integer `power(a, b)` with wrapping, as the reference's square-and-multiply. A chain

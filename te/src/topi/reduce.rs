@@ -1,9 +1,9 @@
-//! Computes of the reductions `sum`, `mean`, `max`, `min` over axes, with `keepdims`
+//! Computes of the reductions `sum`, `mean`, `max`, `min`, `prod` over axes, with `keepdims`
 //! and `exclude` (which axes are reduced is `Reduce::reduced_axes`, the op's own rule).
 //!
 //! Sums start at 0 and accumulate in the dtype (float32 in `f32`; integers wrap, as the
 //! reference's wrapping `i64` does modulo the width); `max`/`min` start at -inf/+inf
-//! (the dtype's extreme for integers). `mean` is the sum stage divided by the element
+//! (the dtype's extreme for integers); products start at 1. `mean` is the sum stage divided by the element
 //! count in an injective stage. Reducing over no axis is a copy.
 
 use kiln_ir::Type;
@@ -14,7 +14,7 @@ use crate::te::{self as te, Expr, IterVar, Tensor};
 
 use super::{Ctx, Tag, TeValue, arg, imm, out_tensor};
 
-/// `sum`, `mean`, `max`, `min`.
+/// `sum`, `mean`, `max`, `min`, `prod`.
 pub fn reduce(ctx: &mut Ctx, op: &Reduce, args: &[TeValue], out: &Type) -> Result<Tensor> {
     let name = op.kind.name();
     let x = arg(name, args, 0)?;
@@ -62,6 +62,7 @@ pub fn reduce(ctx: &mut Ctx, op: &Reduce, args: &[TeValue], out: &Type) -> Resul
             ReduceKind::Sum | ReduceKind::Mean => te::sum(v, &axes),
             ReduceKind::Max => te::max(v, &axes),
             ReduceKind::Min => te::min(v, &axes),
+            ReduceKind::Prod => te::prod(v, &axes),
         }
     })?;
     if kind != ReduceKind::Mean {
@@ -91,6 +92,7 @@ pub(crate) fn reduce_over(
             ReduceKind::Sum | ReduceKind::Mean => te::sum(v, &[r]),
             ReduceKind::Max => te::max(v, &[r]),
             ReduceKind::Min => te::min(v, &[r]),
+            ReduceKind::Prod => te::prod(v, &[r]),
         }
     })
 }
