@@ -311,7 +311,14 @@ impl Builder {
                     a.clone()
                 };
                 let df = a.ty.dtype.is_float();
+                // Modulo is left to the op suite, which picks its divisors: integer
+                // modulo by zero is an error, and float modulo is discontinuous (the
+                // quotient's truncation jumps by the divisor) while the lowered
+                // `x - trunc(x / y) * y` is not IEEE's exact fmod, so a one-ulp quotient
+                // difference moves the result by `y`.
+                let modulo = matches!(k, BinaryKind::FloorMod | BinaryKind::TruncMod);
                 if a.ty.dtype == DType::Bool
+                    || modulo
                     || (matches!(k, BinaryKind::Divide | BinaryKind::Power) && !df)
                     || (cmp && df && !(a.exact && rhs.exact))
                     || (k == BinaryKind::Divide && df && !rhs.exact)
