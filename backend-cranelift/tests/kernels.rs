@@ -13,7 +13,8 @@ use kiln_te::tir::{
 };
 
 fn cpu(threads: usize) -> Target {
-    format!("cpu -threads={threads}").parse().unwrap()
+    // Without fused multiply-adds, f32x4 code is bit-identical to the interpreter.
+    format!("cpu -threads={threads} -fma=0").parse().unwrap()
 }
 
 /// Runs `f` on the cpu backend with zero-filled outputs.
@@ -359,39 +360,46 @@ fn vectorized_loops_match_bit_for_bit() {
     }
 }
 
-/// A padded 3x3 conv2d with the cpu schedule (register-tiled, `vectorized` inner
-/// loop over a promoted accumulator): its hot loop runs as f32x4 with one guard check
-/// per group, bit for bit equal to the interpreter.
+/// Padded conv2d kernels with the cpu schedule (register-tiled, `vectorized` over four
+/// output channels of a promoted accumulator, the padded input read splatted): 3x3
+/// stride 1, 3x3 stride 2 down to width 7, 1x1 on width 7 and 7x7 stride 2. Their
+/// hot loops run as f32x4, bit for bit equal to the interpreter.
 #[test]
-fn register_tiled_conv2d_hot_loop_is_vectorized_and_bit_identical() {
+fn register_tiled_conv2d_hot_loops_are_vectorized_and_bit_identical() {
     use kiln_te::topi::{TargetKind, kernels_of};
-    let op = kiln_ir::op::Conv2d {
-        strides: [1, 1],
-        padding: [1, 1, 1, 1],
-        dilation: [1, 1],
-        groups: 1,
-        channels: None,
-        kernel_size: None,
-    };
-    let (x, w) = (vec![1, 8, 16, 16], vec![8, 8, 3, 3]);
-    let types = [
-        kiln_ir::Type::tensor(x.clone(), DType::F32),
-        kiln_ir::Type::tensor(w.clone(), DType::F32),
-    ];
-    let m = kiln_ir::Module::single_op(op, &types).unwrap();
-    let ks = kernels_of(&m, TargetKind::Cpu).unwrap();
-    let f = ks.iter().find(|k| k.name.contains("conv2d")).unwrap();
-    let inputs = [
-        NDArray::random_uniform(x, DType::F32, 1, -1.0, 1.0),
-        NDArray::random_uniform(w, DType::F32, 2, -1.0, 1.0),
-    ];
-    let before = kiln_backend_cranelift::simd_stats();
-    same_as_interp(f, &inputs);
-    let after = kiln_backend_cranelift::simd_stats();
-    // Counters are process-wide (other tests may add to them): the hot loop alone
-    // has at least two f32x4 groups sharing their guard check.
-    assert!(
-        after[4] - before[4] >= 2,
-        "hot loop not vectorized: {before:?} -> {after:?}\n{f}"
-    );
+    for (x, w, stride, pad) in [
+        (vec![1, 8, 16, 16], vec![8, 8, 3, 3], 1, 1),
+        (vec![1, 8, 14, 14], vec![8, 8, 3, 3], 2, 1),
+        (vec![1, 4, 7, 7], vec![8, 4, 1, 1], 1, 0),
+        (vec![1, 3, 15, 15], vec![8, 3, 7, 7], 2, 3),
+    ] {
+        let op = kiln_ir::op::Conv2d {
+            strides: [stride, stride],
+            padding: [pad; 4],
+            dilation: [1, 1],
+            groups: 1,
+            channels: None,
+            kernel_size: None,
+        };
+        let types = [
+            kiln_ir::Type::tensor(x.clone(), DType::F32),
+            kiln_ir::Type::tensor(w.clone(), DType::F32),
+        ];
+        let m = kiln_ir::Module::single_op(op, &types).unwrap();
+        let ks = kernels_of(&m, TargetKind::Cpu).unwrap();
+        let f = ks.iter().find(|k| k.name.contains("conv2d")).unwrap();
+        let inputs = [
+            NDArray::random_uniform(x, DType::F32, 1, -1.0, 1.0),
+            NDArray::random_uniform(w, DType::F32, 2, -1.0, 1.0),
+        ];
+        let before = kiln_backend_cranelift::simd_stats();
+        same_as_interp(f, &inputs);
+        let after = kiln_backend_cranelift::simd_stats();
+        // Counters are process-wide (other tests may add to them): the unrolled hot
+        // loop alone emits an f32x4 group per column of its tile (at least 7 here).
+        assert!(
+            after[2] - before[2] >= 7,
+            "hot loop not vectorized: {before:?} -> {after:?}\n{f}"
+        );
+    }
 }
