@@ -425,7 +425,13 @@ fn unrolled_stores(s: &Stmt) -> Option<i64> {
             if *kind == ForKind::Parallel || *extent > AUTO_UNROLL_EXTENT.max(8) {
                 return None;
             }
-            Some(unrolled_stores(body)? * (*extent).max(0))
+            // An f32x4 loop stores once per group of lanes.
+            let n = if *kind == ForKind::Vectorized && extent % LANES == 0 {
+                extent / LANES
+            } else {
+                (*extent).max(0)
+            };
+            Some(unrolled_stores(body)? * n)
         }
         Stmt::Store { value, .. } => {
             let mut calls = false;
@@ -1022,6 +1028,19 @@ impl Cx<'_, '_> {
                     BinOp::Sub => self.b.ins().fsub(a, b),
                     BinOp::Mul => self.b.ins().fmul(a, b),
                     BinOp::Div => self.b.ins().fdiv(a, b),
+                    BinOp::Min | BinOp::Max => {
+                        // As scalar code: `a` when it compares so or `b` is NaN.
+                        let cc = if *op == BinOp::Min {
+                            FloatCC::LessThan
+                        } else {
+                            FloatCC::GreaterThan
+                        };
+                        let pick_a = self.b.ins().fcmp(cc, a, b);
+                        let b_nan = self.b.ins().fcmp(FloatCC::Unordered, b, b);
+                        let m = self.b.ins().bor(pick_a, b_nan);
+                        let m = self.b.ins().bitcast(types::F32X4, MemFlagsData::new(), m);
+                        self.b.ins().bitselect(m, a, b)
+                    }
                     _ => return Err(Error::Internal(format!("{op:?} in a vector body"))),
                 }
             }

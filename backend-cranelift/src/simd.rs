@@ -5,7 +5,7 @@
 //! variable, whose values are built from float32 expressions invariant in the loop
 //! variable (computed once as scalar code and splatted — a padded conv2d input read
 //! under its guard, for instance), loads with constant strides in it (unit-stride:
-//! one vector load; any other stride: a gather of four scalar loads), `+ - * /`, and
+//! one vector load; any other stride: a gather of four scalar loads), `+ - * / min max`, and
 //! `select(a < b, x, y)` over float32 values (lane by lane; `<= > >=` too), and
 //! `select(guard, x, _)` where the guard is a conjunction of comparisons between
 //! expressions affine in the loop variable, with no loads or calls: such a guard holds
@@ -208,7 +208,7 @@ fn value_ok<'e>(f: &PrimFunc, e: &'e Expr, v: VarId, guards: &mut Vec<&'e Expr>)
                 && flat_stride(&b.shape, indices, v).is_some_and(|s| offsets_fit(s, 4))
         }),
         Expr::Binary {
-            op: BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div,
+            op: BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max,
             lhs,
             rhs,
         } => value_ok(f, lhs, v, guards) && value_ok(f, rhs, v, guards),
