@@ -57,7 +57,7 @@ type Result<T> = std::result::Result<T, Error>;
 pub const UNROLL_LIMIT: i64 = 32;
 /// Serial loops of at most this many iterations over small loop-free-after-unrolling
 /// bodies (a conv2d's `ry`/`rx` around a small tile) are unrolled...
-pub const AUTO_UNROLL_EXTENT: i64 = 4;
+pub const AUTO_UNROLL_EXTENT: i64 = 8;
 /// ... when the unrolled loop holds at most this many stores.
 pub const AUTO_UNROLL_STORES: i64 = 64;
 /// Local buffers up to this many bytes live on the stack; larger ones on the heap.

@@ -88,13 +88,14 @@ fn anchored(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<()> {
     let mut tiles: Vec<(usize, usize)> = vec![];
     if tag == Tag::Conv2d && rank == 4 {
         let co = pick(shape[1], &[4]);
-        if co == 4 && std::env::var_os("KILN_CPU_CONV_WIDTH").is_none() {
+        if co == 4 {
             // Channel-vectorized: every stride and width (7 and 14 included) runs
             // f32x4 over four output channels, each input element splatted.
             tiles.push((3, pick(shape[3], &[8, 7, 6, 5, 4, 3, 2])));
             tiles.push((1, co));
         } else {
-            tiles.push((1, pick(shape[1], &[4, 2])));
+            // Fewer than four channels at a time: vectorized over columns.
+            tiles.push((1, pick(shape[1], &[2])));
             tiles.push((3, pick(shape[3], &[8, 4])));
         }
     } else if tag == Tag::Dense && rank == 2 {
