@@ -3,12 +3,15 @@
 //!
 //! The ABI of a kernel is `fn(args: *const *mut u8, ctx: *const CallCtx)`, one pointer per
 //! buffer parameter. Translation is a direct walk of the statement tree:
-//! - loops become counted loops (`vectorized` and thread-bound loops run as scalar
-//!   loops, `unrolled` loops up to [`UNROLL_LIMIT`] iterations are unrolled); the
+//! - loops become counted loops (`vectorized` loops that module `simd` accepts run as
+//!   f32x4 code, other `vectorized` and thread-bound loops as scalar loops; `unrolled`
+//!   loops up to [`UNROLL_LIMIT`] iterations and small serial loops around small
+//!   bodies are unrolled); the
 //!   outermost `parallel` loop is outlined into its own function `(args, ctx, env,
 //!   start, end)` that the thread pool calls per chunk, with every variable and local
 //!   buffer in scope captured in an `env` array;
-//! - accesses flatten their indices row-major with the buffer's constant strides;
+//! - accesses flatten their indices row-major with the buffer's constant strides, the
+//!   constant terms of the indices folded into one displacement;
 //! - loops of one iteration bind their variable to a constant; small local buffers
 //!   whose indices are constant once the small loops around their accesses are unrolled
 //!   (a register-tiled accumulator) are promoted to Cranelift variables and those loops
@@ -25,6 +28,10 @@
 //! - intrinsics are inline instructions where Cranelift has them (`sqrt`, `fma`, `abs`,
 //!   `floor`, `ceil`, `rsqrt` as `1/sqrt`) and registered host functions otherwise
 //!   (`exp`, `log`, `tanh`, `erf`, `pow`; `sigmoid` is `1/(1+exp(-x))`).
+//!
+//! f32x4 code forms `a * b + c` as one `fma` when the host has FMA (ISA flags from
+//! `cranelift_native`) unless the target says `-fma=0`; every libcall symbol the ISA may
+//! ask for (`fmaf`, `floorf`, `memcpy`, ...) is registered with the JIT.
 //!
 //! Vector-typed expressions (`ramp`, `broadcast`, vector variables) and barriers are
 //! refused with [`Error::Unsupported`].

@@ -4,12 +4,18 @@
 //! buffer), and register tiling for conv2d and dense.
 //!
 //! - **Anchored outputs** (conv2d, dense, batch-matmul and their elementwise tail): the
-//!   output is tiled (conv2d: 4 output channels by 8 or 4 output columns; dense and
-//!   batch-matmul: 8 or 4 output features), its outer loops fused into one `parallel`
-//!   loop, its innermost tile loop vectorized; the anchor is computed at the tile into a
+//!   output is tiled — conv2d: the largest of 8..2 output columns dividing the width
+//!   by 4 output channels, the channels innermost and vectorized (every stride and
+//!   width, 7 and 14 included; each input element is splatted, the four weights
+//!   gathered), or, with a channel count not a multiple of 4, 2 channels by 8 or 4
+//!   vectorized columns; dense: 4 or 2 rows by 8 or 4 vectorized features;
+//!   batch-matmul: 8 or 4 vectorized columns — its outer loops fused into one
+//!   `parallel` loop; the anchor is computed at the tile into a
 //!   local accumulator with the reduction loops outside the tile loops (kernel rows and
-//!   columns, input channels, then the vectorized tile), so each weight is loaded once
-//!   per tile and the tile stays in registers.
+//!   columns, input channels, then the tile, vectorized loop innermost), so each weight
+//!   is loaded once per tile and the tile stays in registers. (The lowering keeps a
+//!   conv2d's zero-padded input materialized on the CPU, so the hot loop has no bounds
+//!   checks.)
 //! - **Every other materialized stage** (outputs and intermediates: pooling, softmax,
 //!   reductions, data movement): the innermost data axis is split and vectorized and
 //!   moved inside the reduction loops, the remaining outer data loops are fused into one
