@@ -1,12 +1,30 @@
 #!/usr/bin/env bash
 # Reproduces BENCHMARKS.md: ResNet-18 batch 1 and the MLP on `cpu -threads=2`, beside the
 # graph-IR reference interpreter (`ref`), plus the machine. Run from the repository root.
+# With PYTHON naming a python that has onnx and onnxruntime (for example
+# `python3 -m venv /tmp/kiln-venv && /tmp/kiln-venv/bin/pip install onnx==1.23.2 numpy
+# onnxruntime==1.31.1`, then PYTHON=/tmp/kiln-venv/bin/python), it also builds
+# frontend-onnx/scripts/make_ort_models.py's ResNet-18 and times that same file on kiln's
+# `cpu` and on ONNX Runtime (2 threads), in the same run.
 set -euo pipefail
 cargo build --release -p kiln-cli
 nproc
 lscpu | head
-./target/release/kiln bench zoo:resnet18 --target "cpu -threads=2" --repeat 5 --number 1
-./target/release/kiln bench zoo:resnet18 --target ref --repeat 5 --number 1
-./target/release/kiln bench zoo:mlp --target "cpu -threads=2" --repeat 5 --number 100
-./target/release/kiln bench zoo:mlp --target ref --repeat 5 --number 10
+uptime
+kiln=./target/release/kiln
+$kiln bench zoo:resnet18 --target "cpu -threads=2" --repeat 7 --number 1
+$kiln bench zoo:resnet18 --target ref --repeat 5 --number 1
+$kiln bench zoo:mlp --target "cpu -threads=2" --repeat 5 --number 100
+$kiln bench zoo:mlp --target ref --repeat 5 --number 10
 cargo bench -p kiln-backend-cranelift --bench mlp
+if [ -n "${PYTHON:-}" ]; then
+    dir=$(mktemp -d)
+    "$PYTHON" frontend-onnx/scripts/make_ort_models.py "$dir"
+    model="$dir/resnet18/model.onnx"
+    for _ in 1 2; do
+        $kiln bench "$model" --target "cpu -threads=2" --repeat 7 --number 1
+        "$PYTHON" backend-cranelift/scripts/ort_bench.py "$model" 2 7 1
+    done
+    rm -rf "$dir"
+fi
+uptime

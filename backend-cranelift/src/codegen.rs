@@ -3,12 +3,15 @@
 //!
 //! The ABI of a kernel is `fn(args: *const *mut u8, ctx: *const CallCtx)`, one pointer per
 //! buffer parameter. Translation is a direct walk of the statement tree:
-//! - loops become counted loops (`vectorized` and thread-bound loops run as scalar
-//!   loops, `unrolled` loops up to [`UNROLL_LIMIT`] iterations are unrolled); the
+//! - loops become counted loops (`vectorized` loops that module `simd` accepts run as
+//!   f32x4 code, other `vectorized` and thread-bound loops as scalar loops; `unrolled`
+//!   loops up to [`UNROLL_LIMIT`] iterations and small serial loops around small
+//!   bodies are unrolled); the
 //!   outermost `parallel` loop is outlined into its own function `(args, ctx, env,
 //!   start, end)` that the thread pool calls per chunk, with every variable and local
 //!   buffer in scope captured in an `env` array;
-//! - accesses flatten their indices row-major with the buffer's constant strides;
+//! - accesses flatten their indices row-major with the buffer's constant strides, the
+//!   constant terms of the indices folded into one displacement;
 //! - loops of one iteration bind their variable to a constant; small local buffers
 //!   whose indices are constant once the small loops around their accesses are unrolled
 //!   (a register-tiled accumulator) are promoted to Cranelift variables and those loops
@@ -25,6 +28,10 @@
 //! - intrinsics are inline instructions where Cranelift has them (`sqrt`, `fma`, `abs`,
 //!   `floor`, `ceil`, `rsqrt` as `1/sqrt`) and registered host functions otherwise
 //!   (`exp`, `log`, `tanh`, `erf`, `pow`; `sigmoid` is `1/(1+exp(-x))`).
+//!
+//! f32x4 code forms `a * b + c` as one `fma` when the host has FMA (ISA flags from
+//! `cranelift_native`) unless the target says `-fma=0`; every libcall symbol the ISA may
+//! ask for (`fmaf`, `floorf`, `memcpy`, ...) is registered with the JIT.
 //!
 //! Vector-typed expressions (`ramp`, `broadcast`, vector variables) and barriers are
 //! refused with [`Error::Unsupported`].
@@ -57,7 +64,7 @@ type Result<T> = std::result::Result<T, Error>;
 pub const UNROLL_LIMIT: i64 = 32;
 /// Serial loops of at most this many iterations over small loop-free-after-unrolling
 /// bodies (a conv2d's `ry`/`rx` around a small tile) are unrolled...
-pub const AUTO_UNROLL_EXTENT: i64 = 4;
+pub const AUTO_UNROLL_EXTENT: i64 = 8;
 /// ... when the unrolled loop holds at most this many stores.
 pub const AUTO_UNROLL_STORES: i64 = 64;
 /// Local buffers up to this many bytes live on the stack; larger ones on the heap.
@@ -97,7 +104,14 @@ fn host_isa() -> Result<cranelift_codegen::isa::OwnedTargetIsa> {
 }
 
 /// Verifies and compiles `kernels` into one JIT module.
-pub(crate) fn compile(kernels: &[PrimFunc]) -> Result<Compiled> {
+/// Code generation choices (from the target's options).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Options {
+    /// Fuse `a * b + c` in f32x4 code into one rounding when the host has FMA.
+    pub fma: bool,
+}
+
+pub(crate) fn compile(kernels: &[PrimFunc], opts: Options) -> Result<Compiled> {
     let start = Instant::now();
     for k in kernels {
         tir::verify(k)?;
@@ -108,6 +122,11 @@ pub(crate) fn compile(kernels: &[PrimFunc]) -> Result<Compiled> {
     let ptr = module.target_config().pointer_type();
     let call_conv = module.isa().default_call_conv();
     let fcfg = module.isa().frontend_config();
+    let has_fma = module
+        .isa()
+        .isa_flags()
+        .iter()
+        .any(|f| f.name == "has_fma" && f.as_bool() == Some(true));
     let cl = |t: HostTy| match t {
         HostTy::Ptr => ptr,
         HostTy::I32 => types::I32,
@@ -155,6 +174,7 @@ pub(crate) fn compile(kernels: &[PrimFunc]) -> Result<Compiled> {
             fcfg,
             body_sig: &body_sig,
             name: format!("kiln_k{i}"),
+            fma: opts.fma && has_fma,
         };
         ctx.func =
             Function::with_name_signature(UserFuncName::user(0, id.as_u32()), kernel_sig.clone());
@@ -219,6 +239,8 @@ struct Env<'a> {
     fcfg: TargetFrontendConfig,
     body_sig: &'a Signature,
     name: String,
+    /// Whether `a * b + c` in f32x4 code becomes a fused multiply-add.
+    fma: bool,
 }
 
 impl Env<'_> {
@@ -325,13 +347,29 @@ struct Cx<'a, 'm> {
 #[derive(Clone)]
 enum Regs {
     Scalar(Vec<Variable>),
-    Lanes(Vec<Variable>),
+    /// f32x4 variables of four consecutive elements along the lane axis (`.1`) each.
+    Lanes(Vec<Variable>, usize),
 }
 
 /// Where one element of a promoted buffer lives.
 enum Slot {
     Scalar(Variable),
     Lane(Variable, u8),
+}
+
+/// The row-major offset of element `at` of a buffer of `shape`, with axis `last` (if
+/// any) moved innermost — the element order of a buffer promoted as vectors along it.
+fn lane_flat(shape: &[usize], at: &[i64], last: Option<usize>) -> i64 {
+    let mut flat = 0i64;
+    for (a, (&i, &ext)) in at.iter().zip(shape).enumerate() {
+        if Some(a) != last {
+            flat = flat * ext as i64 + i;
+        }
+    }
+    if let Some(a) = last {
+        flat = flat * shape[a] as i64 + at[a];
+    }
+    flat
 }
 
 /// The Cranelift type holding a value of `d` in registers (float16 is computed in f32,
@@ -394,7 +432,13 @@ fn unrolled_stores(s: &Stmt) -> Option<i64> {
             if *kind == ForKind::Parallel || *extent > AUTO_UNROLL_EXTENT.max(8) {
                 return None;
             }
-            Some(unrolled_stores(body)? * (*extent).max(0))
+            // An f32x4 loop stores once per group of lanes.
+            let n = if *kind == ForKind::Vectorized && extent % LANES == 0 {
+                extent / LANES
+            } else {
+                (*extent).max(0)
+            };
+            Some(unrolled_stores(body)? * n)
         }
         Stmt::Store { value, .. } => {
             let mut calls = false;
@@ -728,7 +772,7 @@ impl Cx<'_, '_> {
             for g in 0..extent / LANES {
                 self.consts[var.index()] = Some(min + g * LANES);
                 for (b, ix) in &stores {
-                    match self.promoted_group(*b, ix) {
+                    match self.promoted_group(*b, ix, var) {
                         Some(Some(r)) if seen.insert(r.as_u32()) => {}
                         _ => ok = false,
                     }
@@ -828,7 +872,7 @@ impl Cx<'_, '_> {
                 if self.promoted[buffer.index()].is_some()
                     && indices.iter().any(|i| simd::mentions(i, var))
                 {
-                    aligned &= matches!(self.promoted_group(buffer, indices), Some(Some(_)));
+                    aligned &= matches!(self.promoted_group(buffer, indices, var), Some(Some(_)));
                 }
             };
             if let Stmt::Store {
@@ -903,35 +947,92 @@ impl Cx<'_, '_> {
                 value,
             } => {
                 let x = self.vexpr(var, value)?;
-                if let Some(g) = self.promoted_group(*buffer, indices) {
+                if let Some(g) = self.promoted_group(*buffer, indices, var) {
                     let r = g.ok_or_else(|| Error::Internal("unaligned vector group".into()))?;
                     self.b.def_var(r, x);
                     return Ok(());
                 }
                 let addr = self.address(*buffer, indices)?;
-                self.b
-                    .ins()
-                    .store(MemFlagsData::new().with_notrap(), x, addr, 0);
+                let flags = MemFlagsData::new().with_notrap();
+                match self.lane_stride(*buffer, indices, var)? {
+                    1 => {
+                        self.b.ins().store(flags, x, addr, 0);
+                    }
+                    s => {
+                        // Scatter, lane by lane.
+                        for l in 0..LANES {
+                            let e = self.b.ins().extractlane(x, l as u8);
+                            self.b.ins().store(flags, e, addr, (l * s * 4) as i32);
+                        }
+                    }
+                }
                 Ok(())
             }
             _ => Err(Error::Internal("non-store in a vector body".into())),
         }
     }
 
+    /// The element stride in `var` of f32 access `buffer[indices]` (checked by
+    /// `simd::plan`).
+    fn lane_stride(&self, buffer: BufferId, indices: &[Expr], var: VarId) -> Result<i64> {
+        let b = self.buffer(buffer)?;
+        simd::flat_stride(&b.shape, indices, var)
+            .ok_or_else(|| Error::Internal("vector access without a constant stride".into()))
+    }
+
     /// The f32x4 value of `e` over the current group (lane 0 bound to `var`).
     fn vexpr(&mut self, var: VarId, e: &Expr) -> Result<Value> {
+        if !simd::mentions(e, var) {
+            let (x, _) = self.expr(e)?;
+            return Ok(self.b.ins().splat(types::F32X4, x));
+        }
         Ok(match e {
-            Expr::Load { buffer, indices } if indices.iter().any(|i| simd::mentions(i, var)) => {
-                if let Some(g) = self.promoted_group(*buffer, indices) {
+            Expr::Load { buffer, indices } => {
+                if let Some(g) = self.promoted_group(*buffer, indices, var) {
                     let r = g.ok_or_else(|| Error::Internal("unaligned vector group".into()))?;
                     return Ok(self.b.use_var(r));
                 }
                 let addr = self.address(*buffer, indices)?;
-                self.b
-                    .ins()
-                    .load(types::F32X4, MemFlagsData::new().with_notrap(), addr, 0)
+                let flags = MemFlagsData::new().with_notrap();
+                match self.lane_stride(*buffer, indices, var)? {
+                    1 => self.b.ins().load(types::F32X4, flags, addr, 0),
+                    s => {
+                        // Gather: four scalar loads at constant offsets.
+                        let x0 = self.b.ins().load(types::F32, flags, addr, 0);
+                        let mut v = self.b.ins().scalar_to_vector(types::F32X4, x0);
+                        for l in 1..LANES {
+                            let x = self
+                                .b
+                                .ins()
+                                .load(types::F32, flags, addr, (l * s * 4) as i32);
+                            v = self.b.ins().insertlane(v, x, l as u8);
+                        }
+                        v
+                    }
+                }
             }
             Expr::Binary { op, lhs, rhs } => {
+                if self.env.fma && *op == BinOp::Add {
+                    let mul = |x: &Expr| match x {
+                        Expr::Binary {
+                            op: BinOp::Mul,
+                            lhs,
+                            rhs,
+                        } => Some((lhs.as_ref().clone(), rhs.as_ref().clone())),
+                        _ => None,
+                    };
+                    let fused = match (mul(lhs), mul(rhs)) {
+                        (Some((x, y)), _) => Some((x, y, rhs)),
+                        (None, Some((x, y))) => Some((x, y, lhs)),
+                        _ => None,
+                    };
+                    if let Some((x, y, c)) = fused {
+                        let x = self.vexpr(var, &x)?;
+                        let y = self.vexpr(var, &y)?;
+                        let c = self.vexpr(var, c)?;
+                        return Ok(self.b.ins().fma(x, y, c));
+                    }
+                }
                 let a = self.vexpr(var, lhs)?;
                 let b = self.vexpr(var, rhs)?;
                 match op {
@@ -939,13 +1040,45 @@ impl Cx<'_, '_> {
                     BinOp::Sub => self.b.ins().fsub(a, b),
                     BinOp::Mul => self.b.ins().fmul(a, b),
                     BinOp::Div => self.b.ins().fdiv(a, b),
+                    BinOp::Min | BinOp::Max => {
+                        // As scalar code: `a` when it compares so or `b` is NaN.
+                        let cc = if *op == BinOp::Min {
+                            FloatCC::LessThan
+                        } else {
+                            FloatCC::GreaterThan
+                        };
+                        let pick_a = self.b.ins().fcmp(cc, a, b);
+                        let b_nan = self.b.ins().fcmp(FloatCC::Unordered, b, b);
+                        let m = self.b.ins().bor(pick_a, b_nan);
+                        let m = self.b.ins().bitcast(types::F32X4, MemFlagsData::new(), m);
+                        self.b.ins().bitselect(m, a, b)
+                    }
                     _ => return Err(Error::Internal(format!("{op:?} in a vector body"))),
                 }
             }
-            Expr::Select { then, .. } => self.vexpr(var, then)?,
+            Expr::Select { cond, then, else_ } => match simd::lanewise_cmp(self.env.func, cond) {
+                Some((op, l, r)) => {
+                    let a = self.vexpr(var, l)?;
+                    let b = self.vexpr(var, r)?;
+                    let cc = match op {
+                        BinOp::Lt => FloatCC::LessThan,
+                        BinOp::Le => FloatCC::LessThanOrEqual,
+                        BinOp::Gt => FloatCC::GreaterThan,
+                        _ => FloatCC::GreaterThanOrEqual,
+                    };
+                    let m = self.b.ins().fcmp(cc, a, b);
+                    let m = self.b.ins().bitcast(types::F32X4, MemFlagsData::new(), m);
+                    let t = self.vexpr(var, then)?;
+                    let e = self.vexpr(var, else_)?;
+                    self.b.ins().bitselect(m, t, e)
+                }
+                // A guard, checked for the whole group.
+                None => self.vexpr(var, then)?,
+            },
             _ => {
-                let (x, _) = self.expr(e)?;
-                self.b.ins().splat(types::F32X4, x)
+                return Err(Error::Internal(
+                    "unexpected expression in a vector body".into(),
+                ));
             }
         })
     }
@@ -1069,17 +1202,16 @@ impl Cx<'_, '_> {
         let plan = promote::plan(self.env.func, buffer, body, &self.consts, self.outline);
         if let Some(unroll) = plan {
             let (n, d) = (b.numel().unwrap_or(0), b.dtype);
-            let lanes = d == DType::F32
-                && n % LANES as usize == 0
-                && b.shape.last().is_some_and(|&l| l % LANES as usize == 0)
-                && simd::vector_accessed(self.env.func, body, buffer);
-            let (ty, count) = if lanes {
+            let lanes = (d == DType::F32)
+                .then(|| simd::lane_axis(self.env.func, body, buffer))
+                .flatten();
+            let (ty, count) = if lanes.is_some() {
                 (types::F32X4, n / LANES as usize)
             } else {
                 (cl_ty(d), n)
             };
             let mut zero = self.constant(0.0, 0, d);
-            if lanes {
+            if lanes.is_some() {
                 zero = self.b.ins().splat(types::F32X4, zero);
             }
             let vars: Vec<Variable> = (0..count)
@@ -1089,10 +1221,9 @@ impl Cx<'_, '_> {
                     r
                 })
                 .collect();
-            let regs = if lanes {
-                Regs::Lanes(vars)
-            } else {
-                Regs::Scalar(vars)
+            let regs = match lanes {
+                Some(axis) => Regs::Lanes(vars, axis),
+                None => Regs::Scalar(vars),
             };
             let added: Vec<VarId> = unroll
                 .into_iter()
@@ -1169,35 +1300,80 @@ impl Cx<'_, '_> {
                 self.env.func.name, b.name
             ))
         })?;
+        // Each index is split into its constant terms (folded into one byte offset, an
+        // addressing-mode displacement) and the rest (shared by the unrolled copies of
+        // an access, which differ in constant terms only).
         let mut flat: Option<Value> = None;
-        for (ix, &ext) in indices.iter().zip(&b.shape) {
-            let (v, d) = self.expr(ix)?;
-            if !d.is_int() {
-                return Err(Error::Internal(format!(
-                    "@{}: index of type {d}",
-                    self.env.func.name
-                )));
-            }
-            let v = self.to_i64(v, d);
-            flat = Some(match flat {
-                None => v,
-                Some(acc) => {
-                    let m = self.b.ins().imul_imm_s(acc, ext as i64);
-                    self.b.ins().iadd(m, v)
+        let mut off: i64 = 0;
+        let mut row: i64 = 1;
+        for (ix, &ext) in indices.iter().zip(&b.shape).rev() {
+            let mut terms = vec![];
+            let mut c = 0i64;
+            self.split_affine(ix, 1, &mut terms, &mut c);
+            off = off.wrapping_add(c.wrapping_mul(row));
+            for (t, k) in terms {
+                let (v, d) = self.expr(t)?;
+                if !d.is_int() {
+                    return Err(Error::Internal(format!(
+                        "@{}: index of type {d}",
+                        self.env.func.name
+                    )));
                 }
-            });
+                let v = self.to_i64(v, d);
+                let k = k.wrapping_mul(row);
+                let v = if k == 1 {
+                    v
+                } else {
+                    self.b.ins().imul_imm_s(v, k)
+                };
+                flat = Some(match flat {
+                    None => v,
+                    Some(acc) => self.b.ins().iadd(acc, v),
+                });
+            }
+            row = row.wrapping_mul(ext as i64);
         }
-        let addr = match flat {
+        let size = b.dtype.size_bytes() as i64;
+        let mut addr = match flat {
             None => base,
             Some(f) => {
-                let off = self.b.ins().imul_imm_s(f, b.dtype.size_bytes() as i64);
+                let off = self.b.ins().imul_imm_s(f, size);
                 self.b.ins().iadd(base, off)
             }
         };
+        if off != 0 {
+            addr = self.b.ins().iadd_imm_s(addr, off.wrapping_mul(size));
+        }
         Ok(match self.guard {
             Some(g) => self.b.ins().select(g, addr, base),
             None => addr,
         })
+    }
+
+    /// Splits `k * e` (integer) into the non-constant terms of its top-level sums
+    /// and constant multiples, each with its factor, and the sum `c` of its constant
+    /// ones.
+    fn split_affine<'e>(&self, e: &'e Expr, k: i64, terms: &mut Vec<(&'e Expr, i64)>, c: &mut i64) {
+        if let Some(x) = promote::const_eval(e, &self.consts) {
+            *c = c.wrapping_add(k.wrapping_mul(x));
+            return;
+        }
+        match e {
+            Expr::Binary { op, lhs, rhs } => match (op, lhs.as_int(), rhs.as_int()) {
+                (BinOp::Add, _, _) => {
+                    self.split_affine(lhs, k, terms, c);
+                    self.split_affine(rhs, k, terms, c);
+                }
+                (BinOp::Sub, _, _) => {
+                    self.split_affine(lhs, k, terms, c);
+                    self.split_affine(rhs, k.wrapping_neg(), terms, c);
+                }
+                (BinOp::Mul, _, Some(m)) => self.split_affine(lhs, k.wrapping_mul(m), terms, c),
+                (BinOp::Mul, Some(m), _) => self.split_affine(rhs, k.wrapping_mul(m), terms, c),
+                _ => terms.push((e, k)),
+            },
+            _ => terms.push((e, k)),
+        }
     }
 
     /// The variable holding `buffer[indices]` if the buffer is promoted to registers.
@@ -1206,7 +1382,7 @@ impl Cx<'_, '_> {
             return Ok(None);
         };
         let b = self.buffer(buffer)?;
-        let mut flat = 0i64;
+        let mut at = vec![];
         for (ix, &ext) in indices.iter().zip(&b.shape) {
             let i = promote::const_eval(ix, &self.consts)
                 .filter(|&i| i >= 0 && i < ext as i64)
@@ -1216,14 +1392,17 @@ impl Cx<'_, '_> {
                         self.env.func.name, b.name
                     ))
                 })?;
-            flat = flat * ext as i64 + i;
+            at.push(i);
         }
-        let k = flat as usize;
         Ok(match regs {
-            Regs::Scalar(v) => v.get(k).map(|&r| Slot::Scalar(r)),
-            Regs::Lanes(v) => v
-                .get(k / LANES as usize)
-                .map(|&r| Slot::Lane(r, (k % LANES as usize) as u8)),
+            Regs::Scalar(v) => v
+                .get(lane_flat(&b.shape, &at, None) as usize)
+                .map(|&r| Slot::Scalar(r)),
+            Regs::Lanes(v, axis) => {
+                let k = lane_flat(&b.shape, &at, Some(*axis)) as usize;
+                v.get(k / LANES as usize)
+                    .map(|&r| Slot::Lane(r, (k % LANES as usize) as u8))
+            }
         })
     }
 
@@ -1248,30 +1427,35 @@ impl Cx<'_, '_> {
         }
     }
 
-    /// The f32x4 variable holding lanes `v = lane0 .. lane0 + 3` of a promoted access
-    /// (unit-stride in `v`), if the buffer is held as vectors and the group is aligned.
-    fn promoted_group(&self, buffer: BufferId, indices: &[Expr]) -> Option<Option<Variable>> {
+    /// The f32x4 variable holding lanes `var = lane0 .. lane0 + 3` of a promoted access
+    /// (advancing along the buffer's lane axis with `var`), if the buffer is held as
+    /// vectors and the group is aligned.
+    fn promoted_group(
+        &self,
+        buffer: BufferId,
+        indices: &[Expr],
+        var: VarId,
+    ) -> Option<Option<Variable>> {
         let regs = self.promoted[buffer.index()].as_ref()?;
-        let Regs::Lanes(v) = regs else {
+        let Regs::Lanes(v, axis) = regs else {
             return Some(None);
         };
         let b = self.env.func.buffer(buffer)?;
-        let mut flat = 0i64;
+        if simd::axis_of(indices, var) != Some(*axis) {
+            return Some(None);
+        }
+        let mut at = vec![];
         for (ix, &ext) in indices.iter().zip(&b.shape) {
             let i = promote::const_eval(ix, &self.consts).filter(|&i| i >= 0 && i < ext as i64);
             let Some(i) = i else {
                 return Some(None);
             };
-            flat = flat * ext as i64 + i;
+            at.push(i);
         }
-        if flat % LANES != 0
-            || indices
-                .last()
-                .and_then(|l| promote::const_eval(l, &self.consts))
-                .is_none_or(|l| l % LANES != 0 || l + LANES > *b.shape.last().unwrap_or(&0) as i64)
-        {
+        if at[*axis] % LANES != 0 || at[*axis] + LANES > b.shape[*axis] as i64 {
             return Some(None);
         }
+        let flat = lane_flat(&b.shape, &at, Some(*axis));
         Some(v.get((flat / LANES) as usize).copied())
     }
 

@@ -79,7 +79,10 @@ impl CraneliftBackend {
         let threads = target
             .threads()
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let compiled = codegen::compile(kernels)?;
+        let opts = codegen::Options {
+            fma: target.option("fma") != Some("0"),
+        };
+        let compiled = codegen::compile(kernels, opts)?;
         let pool = Pool::new(threads)
             .map_err(|e| device_err(format!("cannot start the thread pool: {e}")))?;
         Ok(CraneliftLibrary {

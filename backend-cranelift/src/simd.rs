@@ -1,15 +1,23 @@
 //! Which `vectorized` loops run as `f32x4` SIMD, four lanes at a time.
 //!
 //! A loop qualifies ([`plan`]) when its extent is a multiple of [`LANES`] and its body
-//! is a sequence of float32 stores, each unit-stride in the loop variable, whose values
-//! are built from float32 constants and variables (splatted), loads that are invariant
-//! in the loop variable (splatted) or unit-stride in it, `+ - * /`, and
+//! is a sequence of float32 stores, each with a constant nonzero stride in the loop
+//! variable, whose values are built from float32 expressions invariant in the loop
+//! variable (computed once as scalar code and splatted — a padded conv2d input read
+//! under its guard, for instance), loads with constant strides in it (unit-stride:
+//! one vector load; any other stride: a gather of four scalar loads), `+ - * / min max`, and
+//! `select(a < b, x, y)` over float32 values (lane by lane; `<= > >=` too), and
 //! `select(guard, x, _)` where the guard is a conjunction of comparisons between
 //! expressions affine in the loop variable, with no loads or calls: such a guard holds
 //! for all four lanes of a group as soon as it holds for the first and the last
 //! (a convex set of lanes), which code generation checks at run time, running the
-//! group as scalar code otherwise. No fused multiply-add is formed, so results are
-//! bit-identical to scalar code.
+//! group as scalar code otherwise. Stores of any stride other than 1 are scattered
+//! lane by lane. A promoted accumulator is held as vectors along its *lane axis*
+//! ([`lane_axis`]), the axis its vector stores advance along (the channel axis of a
+//! channel-vectorized conv2d tile, the column axis of a column-vectorized one).
+//! `a * b + c` becomes a fused multiply-add when code generation is asked for it
+//! (`-fma=1`, the default, on a host with FMA); without it results are bit-identical
+//! to scalar code.
 
 use kiln_ir::DType;
 use kiln_te::tir::{BinOp, BufferId, Expr, PrimFunc, Stmt, VarId};
@@ -112,14 +120,39 @@ pub fn mentions(e: &Expr, v: VarId) -> bool {
     hit
 }
 
-/// Whether indices are unit-stride in `v`: the last has stride 1, the others 0.
-pub fn unit_stride(indices: &[Expr], v: VarId) -> bool {
-    match indices.split_last() {
-        Some((last, rest)) => {
-            stride(last, v) == Some(1) && rest.iter().all(|i| stride(i, v) == Some(0))
-        }
-        None => false,
+/// The stride in `v` of the flattened (row-major) element offset of `indices` into a
+/// buffer of `shape`, if every index has a constant stride in `v`.
+pub fn flat_stride(shape: &[usize], indices: &[Expr], v: VarId) -> Option<i64> {
+    if shape.len() != indices.len() {
+        return None;
     }
+    let mut flat: i64 = 0;
+    for (ix, &ext) in indices.iter().zip(shape) {
+        flat = flat
+            .checked_mul(i64::try_from(ext).ok()?)?
+            .checked_add(stride(ix, v)?)?;
+    }
+    Some(flat)
+}
+
+/// Whether a gather or scatter of lanes `flat` elements of `bytes` bytes apart has
+/// byte offsets that fit a load's immediate.
+fn offsets_fit(flat: i64, bytes: usize) -> bool {
+    flat.checked_mul(bytes as i64 * (LANES - 1))
+        .is_some_and(|o| i32::try_from(o).is_ok())
+}
+
+/// The axis `a` such that `indices` have stride 1 in `v` at `a` and 0 elsewhere.
+pub fn axis_of(indices: &[Expr], v: VarId) -> Option<usize> {
+    let mut axis = None;
+    for (a, ix) in indices.iter().enumerate() {
+        match stride(ix, v)? {
+            0 => {}
+            1 if axis.is_none() => axis = Some(a),
+            _ => return None,
+        }
+    }
+    axis
 }
 
 /// Whether `g` is a guard that holds for all lanes of a group when it holds for the
@@ -145,20 +178,46 @@ fn convex_guard(g: &Expr, v: VarId) -> bool {
     }
 }
 
+/// The comparison and operands of `cond` when it compares two float32 values (a
+/// `select` on it picks lane by lane, as a relu does).
+pub fn lanewise_cmp<'e>(f: &PrimFunc, cond: &'e Expr) -> Option<(BinOp, &'e Expr, &'e Expr)> {
+    match cond {
+        Expr::Binary {
+            op: op @ (BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge),
+            lhs,
+            rhs,
+        } if kiln_te::tir::verify::type_of(f, lhs)
+            .is_ok_and(|t| t.dtype == DType::F32 && t.lanes == 1) =>
+        {
+            Some((*op, lhs, rhs))
+        }
+        _ => None,
+    }
+}
+
 /// Checks a value expression; collects the guards of its `select`s.
 fn value_ok<'e>(f: &PrimFunc, e: &'e Expr, v: VarId, guards: &mut Vec<&'e Expr>) -> bool {
+    if !mentions(e, v) {
+        // Invariant: scalar code, splatted.
+        return kiln_te::tir::verify::type_of(f, e)
+            .is_ok_and(|t| t.dtype == DType::F32 && t.lanes == 1);
+    }
     match e {
-        Expr::Float { dtype, .. } => *dtype == DType::F32,
-        Expr::Var(x) => *x != v && f.var(*x).is_some_and(|d| d.ty.dtype == DType::F32),
-        Expr::Load { buffer, indices } => {
-            f.buffer(*buffer).is_some_and(|b| b.dtype == DType::F32)
-                && (indices.iter().all(|i| !mentions(i, v)) || unit_stride(indices, v))
-        }
+        Expr::Load { buffer, indices } => f.buffer(*buffer).is_some_and(|b| {
+            b.dtype == DType::F32
+                && flat_stride(&b.shape, indices, v).is_some_and(|s| offsets_fit(s, 4))
+        }),
         Expr::Binary {
-            op: BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div,
+            op: BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max,
             lhs,
             rhs,
         } => value_ok(f, lhs, v, guards) && value_ok(f, rhs, v, guards),
+        Expr::Select { cond, then, else_ } if lanewise_cmp(f, cond).is_some() => {
+            let (_, l, r) = lanewise_cmp(f, cond).expect("checked");
+            [l, r, then, else_]
+                .iter()
+                .all(|x| value_ok(f, x, v, guards))
+        }
         Expr::Select { cond, then, .. } => {
             guards.push(cond);
             convex_guard(cond, v) && value_ok(f, then, v, guards)
@@ -185,7 +244,9 @@ pub fn plan<'s>(f: &PrimFunc, body: &'s Stmt, v: VarId) -> Option<Vec<&'s Expr>>
     }
     let mut guards = vec![];
     for &(buf, indices, value) in &stores {
-        if f.buffer(buf)?.dtype != DType::F32 || !unit_stride(indices, v) {
+        let b = f.buffer(buf)?;
+        let flat = flat_stride(&b.shape, indices, v)?;
+        if b.dtype != DType::F32 || flat == 0 || !offsets_fit(flat, 4) {
             return None;
         }
         if !value_ok(f, value, v, &mut guards) {
@@ -215,11 +276,14 @@ pub fn plan<'s>(f: &PrimFunc, body: &'s Stmt, v: VarId) -> Option<Vec<&'s Expr>>
     Some(guards)
 }
 
-/// Whether the accesses of `buf` in `body` include one whose last index is
-/// unit-stride in the variable of a vectorizable `vectorized` loop (so the buffer, when
-/// promoted to registers, is best held as vectors of [`LANES`] elements).
-pub fn vector_accessed(f: &PrimFunc, body: &Stmt, buf: BufferId) -> bool {
-    let mut hit = false;
+/// The lane axis of local buffer `buf` allocated around `body`: the axis along which
+/// every store to it in a vectorizable `vectorized` loop advances (stride 1 there, 0
+/// elsewhere), when there is at least one such store, they agree, and the axis has a
+/// multiple of [`LANES`] elements (so the buffer, when promoted to registers, is best
+/// held as vectors of [`LANES`] elements along that axis).
+pub fn lane_axis(f: &PrimFunc, body: &Stmt, buf: BufferId) -> Option<usize> {
+    let shape = &f.buffer(buf)?.shape;
+    let mut axis: Option<Option<usize>> = None;
     body.visit(&mut |s| {
         if let Stmt::For {
             var,
@@ -234,12 +298,19 @@ pub fn vector_accessed(f: &PrimFunc, body: &Stmt, buf: BufferId) -> bool {
                     if let Stmt::Store {
                         buffer, indices, ..
                     } = t
+                        && *buffer == buf
                     {
-                        hit |= *buffer == buf && unit_stride(indices, *var);
+                        let a = axis_of(indices, *var);
+                        axis = Some(match axis {
+                            None => a,
+                            Some(b) if b == a => a,
+                            Some(_) => None,
+                        });
                     }
                 });
             }
         }
     });
-    hit
+    axis.flatten()
+        .filter(|&a| shape.get(a).is_some_and(|&n| n % LANES as usize == 0))
 }

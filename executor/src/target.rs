@@ -56,7 +56,7 @@ impl TargetKind {
     pub fn options(self) -> &'static [TargetOption] {
         match self {
             TargetKind::Ref | TargetKind::Interp => &[],
-            TargetKind::Cpu => &[THREADS],
+            TargetKind::Cpu => &[THREADS, FMA],
             TargetKind::Cuda => &[ARCH, MAX_THREADS_PER_BLOCK],
             TargetKind::Vulkan => &[MAX_THREADS_PER_BLOCK],
         }
@@ -169,6 +169,11 @@ const THREADS: TargetOption = TargetOption {
     name: "threads",
     value: OptionValue::Int { min: 1, max: 1024 },
     doc: "worker threads for parallel loops",
+};
+const FMA: TargetOption = TargetOption {
+    name: "fma",
+    value: OptionValue::Int { min: 0, max: 1 },
+    doc: "fuse multiply-adds when the host has FMA (1, the default) or round each (0)",
 };
 const ARCH: TargetOption = TargetOption {
     name: "arch",

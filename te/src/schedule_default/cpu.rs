@@ -4,12 +4,18 @@
 //! buffer), and register tiling for conv2d and dense.
 //!
 //! - **Anchored outputs** (conv2d, dense, batch-matmul and their elementwise tail): the
-//!   output is tiled (conv2d: 4 output channels by 8 or 4 output columns; dense and
-//!   batch-matmul: 8 or 4 output features), its outer loops fused into one `parallel`
-//!   loop, its innermost tile loop vectorized; the anchor is computed at the tile into a
+//!   output is tiled — conv2d: the largest of 8..2 output columns dividing the width
+//!   by 4 output channels, the channels innermost and vectorized (every stride and
+//!   width, 7 and 14 included; each input element is splatted, the four weights
+//!   gathered), or, with a channel count not a multiple of 4, 2 channels by 8 or 4
+//!   vectorized columns; dense: 4 or 2 rows by 8 or 4 vectorized features;
+//!   batch-matmul: 8 or 4 vectorized columns — its outer loops fused into one
+//!   `parallel` loop; the anchor is computed at the tile into a
 //!   local accumulator with the reduction loops outside the tile loops (kernel rows and
-//!   columns, input channels, then the vectorized tile), so each weight is loaded once
-//!   per tile and the tile stays in registers.
+//!   columns, input channels, then the tile, vectorized loop innermost), so each weight
+//!   is loaded once per tile and the tile stays in registers. (The lowering keeps a
+//!   conv2d's zero-padded input materialized on the CPU, so the hot loop has no bounds
+//!   checks.)
 //! - **Every other materialized stage** (outputs and intermediates: pooling, softmax,
 //!   reductions, data movement): the innermost data axis is split and vectorized and
 //!   moved inside the reduction loops, the remaining outer data loops are fused into one
@@ -84,25 +90,39 @@ fn anchored(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<()> {
     let rank = data.len();
     // (axis, factor) of the tile: conv2d tiles channels and columns, the others the
     // last axis.
+    // Inner tile loops in loop order, the last one vectorized.
     let mut tiles: Vec<(usize, usize)> = vec![];
     if tag == Tag::Conv2d && rank == 4 {
-        tiles.push((1, pick(shape[1], &[4, 2])));
-        tiles.push((3, pick(shape[3], &[8, 4])));
+        let co = pick(shape[1], &[4]);
+        if co == 4 {
+            // Channel-vectorized: every stride and width (7 and 14 included) runs
+            // f32x4 over four output channels, each input element splatted.
+            tiles.push((3, pick(shape[3], &[8, 7, 6, 5, 4, 3, 2])));
+            tiles.push((1, co));
+        } else {
+            // Fewer than four channels at a time: vectorized over columns.
+            tiles.push((1, pick(shape[1], &[2])));
+            tiles.push((3, pick(shape[3], &[8, 4])));
+        }
+    } else if tag == Tag::Dense && rank == 2 {
+        tiles.push((0, pick(shape[0], &[4, 2])));
+        tiles.push((1, pick(shape[1], &[8, 4])));
     } else if rank >= 1 {
         tiles.push((rank - 1, pick(shape[rank - 1], &[8, 4])));
     }
     let mut outer = vec![];
-    let mut inner = vec![];
+    let mut inner = vec![None; tiles.len()];
     for (d, &axis) in data.iter().enumerate() {
-        match tiles.iter().find(|t| t.0 == d) {
-            Some(&(_, f)) if f > 1 => {
-                let (lo, li) = split(s, o, axis, f)?;
+        match tiles.iter().position(|t| t.0 == d) {
+            Some(t) if tiles[t].1 > 1 => {
+                let (lo, li) = split(s, o, axis, tiles[t].1)?;
                 outer.push(lo);
-                inner.push(li);
+                inner[t] = Some(li);
             }
             _ => outer.push(axis),
         }
     }
+    let inner: Vec<_> = inner.into_iter().flatten().collect();
     // Outer loops: the parallel prefix (up to the tiled channel axis for conv2d, all
     // of them otherwise), then the rest.
     let mut order = outer.clone();
@@ -140,18 +160,19 @@ fn anchored(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<()> {
     let adata = data_leaves(s, a);
     let ared = reduce_leaves(s, a);
     let mut order = vec![];
-    let mut tile_axes = vec![];
+    let mut tile_axes = vec![None; tiles.len()];
     for (d, &l) in adata.iter().enumerate() {
-        match tiles.iter().find(|t| t.0 == d) {
+        match tiles.iter().position(|t| t.0 == d) {
             // Split by the tile size so the tile loop has a constant extent.
-            Some(&(_, f)) if f > 1 => {
-                let (lo, li) = split(s, a, l, f)?;
+            Some(t) if tiles[t].1 > 1 => {
+                let (lo, li) = split(s, a, l, tiles[t].1)?;
                 order.push(lo);
-                tile_axes.push(li);
+                tile_axes[t] = Some(li);
             }
             _ => order.push(l),
         }
     }
+    let tile_axes: Vec<_> = tile_axes.into_iter().flatten().collect();
     order.extend(ared);
     order.extend(tile_axes.iter().copied());
     reorder(s, a, &order)?;

@@ -281,6 +281,7 @@ pub fn lower_function(
         if injective
             && reachable.contains(&id)
             && !ctx.is_kept(id)
+            && !(target == TargetKind::Cpu && ctx.is_padding(id))
             && !outputs.iter().any(|o| o.op() == id)
         {
             crate::schedule_default::compute_inline(&mut s, id)?;

@@ -91,6 +91,7 @@ pub struct Ctx {
     pub graph: Graph,
     tags: HashMap<OpId, Tag>,
     keep: Vec<OpId>,
+    pads: Vec<OpId>,
 }
 
 impl Ctx {
@@ -108,6 +109,25 @@ impl Ctx {
     /// would duplicate work exponentially, as in integer `power`).
     pub fn is_kept(&self, op: OpId) -> bool {
         self.keep.contains(&op)
+    }
+
+    /// Whether stage `op` is the zero-padded copy of a conv2d input ([`Ctx::padding`]).
+    pub fn is_padding(&self, op: OpId) -> bool {
+        self.pads.contains(&op)
+    }
+
+    /// The zero-padded copy of a conv2d's input: injective, but the CPU lowering keeps
+    /// it materialized, so the register-tiled conv reads it without a bounds check per
+    /// multiply-add (GPU schedules inline it).
+    pub fn padding(
+        &mut self,
+        shape: &[usize],
+        name: &str,
+        f: impl FnOnce(&[Expr]) -> Expr,
+    ) -> Result<Tensor> {
+        let t = self.graph.compute(shape, name, f)?;
+        self.pads.push(t.op());
+        Ok(t)
     }
 
     /// A placeholder (kernel input).

@@ -72,7 +72,7 @@ pub fn conv2d(ctx: &mut Ctx, op: &Conv2d, args: &[TeValue], out: &Type) -> Resul
     } else {
         let ps = [n, c, h + pt + pb, wd + pl + pr];
         let zero = imm(0.0, x.dtype());
-        ctx.compute(&ps, "pad_temp", |i| {
+        ctx.padding(&ps, "pad_temp", |i| {
             let (y, xx) = (i[2].clone(), i[3].clone());
             let inside = y
                 .clone()
