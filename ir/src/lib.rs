@@ -15,6 +15,7 @@ pub mod attrs;
 pub mod dtype;
 pub mod error;
 pub mod expr;
+pub mod filetest;
 pub mod interp;
 pub mod op;
 pub mod rng;

@@ -26,64 +26,12 @@
 //! Run with `UPDATE_EXPECT=1` to rewrite the expected sections in place after an
 //! intended change (then review the diff).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use kiln_ir::filetest;
 use kiln_ir::interp::{Inputs, evaluate};
 use kiln_ir::text::{PrintOptions, parse_module, print_module};
 use kiln_ir::{DType, Module, NDArray};
-
-const MARKER: &str = "// ---- expected ----";
-
-/// One test file, split into its parts.
-#[derive(Debug)]
-struct Case {
-    command: String,
-    /// Everything before the marker line (the `// test` line included).
-    input: String,
-    expected: String,
-}
-
-fn split_file(text: &str) -> Result<Case, String> {
-    let first = text.lines().next().unwrap_or_default();
-    let command = first
-        .strip_prefix("// test ")
-        .ok_or_else(|| format!("the first line must be `// test <command>`, found `{first}`"))?
-        .trim()
-        .to_string();
-    let marker_at = text
-        .find(&format!("\n{MARKER}\n"))
-        .ok_or_else(|| format!("no `{MARKER}` line"))?;
-    let input = text[..marker_at + 1].to_string();
-    let mut expected = String::new();
-    for line in text[marker_at + MARKER.len() + 2..].lines() {
-        let body = line
-            .strip_prefix("// ")
-            .or_else(|| line.strip_prefix("//"))
-            .ok_or_else(|| format!("expected lines must start with `//`, found `{line}`"))?;
-        expected.push_str(body);
-        expected.push('\n');
-    }
-    Ok(Case {
-        command,
-        input,
-        expected,
-    })
-}
-
-/// The file text with `actual` as its expected section.
-fn with_expected(input: &str, actual: &str) -> String {
-    let mut out = format!("{input}{MARKER}\n");
-    for line in actual.lines() {
-        if line.is_empty() {
-            out.push_str("//\n");
-        } else {
-            out.push_str("// ");
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
-}
 
 /// Print, parse, print: the two texts must agree.
 fn check_reprint(m: &Module) -> Result<(), String> {
@@ -219,112 +167,14 @@ fn run(command: &str, input: &str) -> Result<String, String> {
     }
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    for entry in entries {
-        let path = entry.expect("directory entry").path();
-        if path.is_dir() {
-            collect(&path, out);
-        } else if path.extension().is_some_and(|e| e == "relay") {
-            out.push(path);
-        }
-    }
-}
-
-/// A short line diff of `expected` against `actual`.
-fn diff(expected: &str, actual: &str) -> String {
-    let (e, a): (Vec<&str>, Vec<&str>) = (expected.lines().collect(), actual.lines().collect());
-    let mut out = String::new();
-    for i in 0..e.len().max(a.len()) {
-        let (x, y) = (e.get(i), a.get(i));
-        if x != y {
-            out.push_str(&format!(
-                "  line {}:\n    expected: {}\n    actual:   {}\n",
-                i + 1,
-                x.unwrap_or(&"<none>"),
-                y.unwrap_or(&"<none>")
-            ));
-        }
-    }
-    out
-}
-
 #[test]
 fn filetests() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
-    let mut files = Vec::new();
-    collect(&root, &mut files);
-    files.sort();
-    assert!(
-        files.len() >= 10,
-        "expected the file tests under {}",
-        root.display()
-    );
-    let update = std::env::var("UPDATE_EXPECT").is_ok_and(|v| v == "1");
-    let mut failures = Vec::new();
-    for path in &files {
-        let name = path
-            .strip_prefix(&root)
-            .unwrap_or(path)
-            .display()
-            .to_string();
-        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let case = match split_file(&text) {
-            Ok(c) => c,
-            Err(e) => {
-                failures.push(format!("{name}: {e}"));
-                continue;
-            }
-        };
-        match run(&case.command, &case.input) {
-            Err(e) => failures.push(format!("{name}: {e}")),
-            Ok(actual) if actual == case.expected => {}
-            Ok(actual) if update => {
-                std::fs::write(path, with_expected(&case.input, &actual))
-                    .unwrap_or_else(|e| panic!("{name}: {e}"));
-                eprintln!("updated {name}");
-            }
-            Ok(actual) => failures.push(format!(
-                "{name}: output differs (UPDATE_EXPECT=1 rewrites it):\n{}",
-                diff(&case.expected, &actual)
-            )),
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} file tests failed:\n{}",
-        failures.len(),
-        files.len(),
-        failures.join("\n")
-    );
+    filetest::run_dir(&root, "relay", 10, |case| run(&case.command, &case.input));
 }
 
 #[test]
-fn file_layout_is_checked() {
-    let case = split_file("// test print\ndef @f() { 1 }\n// ---- expected ----\n// a\n//\n// b\n")
-        .unwrap();
-    assert_eq!(case.command, "print");
-    assert_eq!(case.input, "// test print\ndef @f() { 1 }\n");
-    assert_eq!(case.expected, "a\n\nb\n");
-    assert_eq!(
-        with_expected(&case.input, &case.expected),
-        "// test print\ndef @f() { 1 }\n// ---- expected ----\n// a\n//\n// b\n"
-    );
-    assert!(
-        split_file("def @f() { 1 }\n")
-            .unwrap_err()
-            .contains("// test")
-    );
-    assert!(
-        split_file("// test print\ndef @f() { 1 }\n")
-            .unwrap_err()
-            .contains("expected ----")
-    );
-    assert!(
-        split_file("// test print\n// ---- expected ----\nnot a comment\n")
-            .unwrap_err()
-            .contains("must start")
-    );
+fn unknown_commands_and_missing_errors_fail() {
     assert!(
         run("frobnicate", "")
             .unwrap_err()

@@ -15,11 +15,10 @@
 
 use std::path::Path;
 
+use kiln_ir::filetest;
 use kiln_ir::text::{PrintOptions, parse_module, print_module};
 use kiln_rewrite::eqsat::check::{differ, random_inputs};
 use kiln_rewrite::eqsat::{EqSat, rules};
-
-const MARKER: &str = "// ---- expected ----";
 
 fn run(header: &str, input: &str) -> Result<String, String> {
     let families: Vec<&str> = header
@@ -61,70 +60,8 @@ fn run(header: &str, input: &str) -> Result<String, String> {
     Ok(format!("// stop: {}\n{text}", stats.stop))
 }
 
-fn check_file(path: &Path, update: bool) -> Result<(), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let header = text
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("// test "))
-        .ok_or("the first line must be `// test eqsat ...`")?
-        .trim()
-        .to_string();
-    let at = text.find(&format!("\n{MARKER}\n"));
-    let input = match at {
-        Some(i) => &text[..i + 1],
-        None => &text[..],
-    };
-    let expected: String = match at {
-        Some(i) => text[i + MARKER.len() + 2..]
-            .lines()
-            .map(|l| {
-                let body = l.strip_prefix("// ").or_else(|| l.strip_prefix("//"));
-                format!("{}\n", body.unwrap_or(l))
-            })
-            .collect(),
-        None => String::new(),
-    };
-    let actual = run(&header, input)?;
-    if actual == expected {
-        return Ok(());
-    }
-    if update {
-        let mut out = format!("{input}{MARKER}\n");
-        for line in actual.lines() {
-            out.push_str(if line.is_empty() { "//" } else { "// " });
-            out.push_str(line);
-            out.push('\n');
-        }
-        return std::fs::write(path, out).map_err(|e| e.to_string());
-    }
-    Err(format!(
-        "output differs (UPDATE_EXPECT=1 to bless):\n--- expected\n{expected}--- actual\n{actual}"
-    ))
-}
-
 #[test]
 fn eqsat_filetests() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/eqsat_files");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "relay"))
-        .collect();
-    files.sort();
-    assert!(
-        !files.is_empty(),
-        "expected the eqsat file tests in {}",
-        dir.display()
-    );
-    let update = std::env::var_os("UPDATE_EXPECT").is_some();
-    let failures: Vec<String> = files
-        .iter()
-        .filter_map(|p| {
-            check_file(p, update)
-                .err()
-                .map(|e| format!("{}: {e}", p.display()))
-        })
-        .collect();
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    filetest::run_dir(&dir, "relay", 6, |case| run(&case.command, &case.input));
 }

@@ -26,8 +26,9 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use kiln_ir::filetest;
 use kiln_ir::interp::Inputs;
 use kiln_ir::text::{PrintOptions, parse_module, print_module};
 use kiln_ir::{Module, NDArray};
@@ -36,68 +37,30 @@ use kiln_rewrite::passes::{bind_params, classical_passes};
 use kiln_rewrite::pipeline::standard_passes;
 use kiln_rewrite::{Pass, PassContext};
 
-const MARKER: &str = "// ---- expected ----";
-
-/// One test file, split into its parts.
-#[derive(Debug)]
-struct Case {
+/// The parts of one test file: the passes named on its `// test` line, the opt level
+/// of its `// opt-level` line (default 3), its input text.
+struct Case<'a> {
     passes: Vec<String>,
     opt_level: u8,
-    input: String,
-    expected: String,
+    input: &'a str,
 }
 
-fn split_file(text: &str) -> Result<Case, String> {
-    let first = text.lines().next().unwrap_or_default();
-    let passes = first
-        .strip_prefix("// test ")
-        .ok_or_else(|| format!("the first line must be `// test PASS ...`, found `{first}`"))?
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
-    let marker_at = text
-        .find(&format!("\n{MARKER}\n"))
-        .ok_or_else(|| format!("no `{MARKER}` line"))?;
-    let input = text[..marker_at + 1].to_string();
+fn parse_case(case: &filetest::Case) -> Result<Case<'_>, String> {
     let mut opt_level = 3;
-    for line in input.lines() {
-        if let Some(n) = line.strip_prefix("// opt-level ") {
-            opt_level = n
-                .trim()
-                .parse()
-                .map_err(|e| format!("bad opt-level line `{line}`: {e}"))?;
-        }
-    }
-    let mut expected = String::new();
-    for line in text[marker_at + MARKER.len() + 2..].lines() {
-        let body = line
-            .strip_prefix("// ")
-            .or_else(|| line.strip_prefix("//"))
-            .ok_or_else(|| format!("expected lines must start with `//`, found `{line}`"))?;
-        expected.push_str(body);
-        expected.push('\n');
+    for n in case.headers("opt-level") {
+        opt_level = n
+            .parse()
+            .map_err(|e| format!("bad opt-level line `{n}`: {e}"))?;
     }
     Ok(Case {
-        passes,
+        passes: case
+            .command
+            .split_whitespace()
+            .map(str::to_string)
+            .collect(),
         opt_level,
-        input,
-        expected,
+        input: &case.input,
     })
-}
-
-/// The file text with `actual` as its expected section.
-fn with_expected(input: &str, actual: &str) -> String {
-    let mut out = format!("{input}{MARKER}\n");
-    for line in actual.lines() {
-        if line.is_empty() {
-            out.push_str("//\n");
-        } else {
-            out.push_str("// ");
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
 }
 
 /// The passes named on the test line.
@@ -155,8 +118,8 @@ fn header(m: &Module, input: &str) -> Result<(Inputs, Vec<String>), String> {
 
 /// Runs the case and returns its output, or why the test failed.
 fn run(case: &Case) -> Result<String, String> {
-    let m = parse_module(&case.input).map_err(|e| format!("does not parse: {e}"))?;
-    let (given, bind) = header(&m, &case.input)?;
+    let m = parse_module(case.input).map_err(|e| format!("does not parse: {e}"))?;
+    let (given, bind) = header(&m, case.input)?;
     let inputs = common::fill_inputs(&m, &given, 7);
     let bound: BTreeMap<String, NDArray> = bind
         .iter()
@@ -188,102 +151,8 @@ fn run(case: &Case) -> Result<String, String> {
     Ok(out)
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    for entry in entries {
-        let path = entry.expect("directory entry").path();
-        if path.is_dir() {
-            collect(&path, out);
-        } else if path.extension().is_some_and(|e| e == "relay") {
-            out.push(path);
-        }
-    }
-}
-
-/// A short line diff of `expected` against `actual`.
-fn diff(expected: &str, actual: &str) -> String {
-    let (e, a): (Vec<&str>, Vec<&str>) = (expected.lines().collect(), actual.lines().collect());
-    let mut out = String::new();
-    for i in 0..e.len().max(a.len()) {
-        let (x, y) = (e.get(i), a.get(i));
-        if x != y {
-            out.push_str(&format!(
-                "  line {}:\n    expected: {}\n    actual:   {}\n",
-                i + 1,
-                x.unwrap_or(&"<none>"),
-                y.unwrap_or(&"<none>")
-            ));
-        }
-    }
-    out
-}
-
 #[test]
 fn filetests() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
-    let mut files = Vec::new();
-    collect(&root, &mut files);
-    files.sort();
-    assert!(
-        files.len() >= 6,
-        "expected the file tests under {}",
-        root.display()
-    );
-    let update = std::env::var("UPDATE_EXPECT").is_ok_and(|v| v == "1");
-    let mut failures = Vec::new();
-    for path in &files {
-        let name = path
-            .strip_prefix(&root)
-            .unwrap_or(path)
-            .display()
-            .to_string();
-        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let case = match split_file(&text) {
-            Ok(c) => c,
-            Err(e) => {
-                failures.push(format!("{name}: {e}"));
-                continue;
-            }
-        };
-        match run(&case) {
-            Err(e) => failures.push(format!("{name}: {e}")),
-            Ok(actual) if actual == case.expected => {}
-            Ok(actual) if update => {
-                std::fs::write(path, with_expected(&case.input, &actual))
-                    .unwrap_or_else(|e| panic!("{name}: {e}"));
-                eprintln!("updated {name}");
-            }
-            Ok(actual) => failures.push(format!(
-                "{name}: output differs (UPDATE_EXPECT=1 rewrites it):\n{}",
-                diff(&case.expected, &actual)
-            )),
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} file tests failed:\n{}",
-        failures.len(),
-        files.len(),
-        failures.join("\n")
-    );
-}
-
-#[test]
-fn file_layout_is_checked() {
-    let case = split_file(
-        "// test FoldConstant\ndef @main() { 1f }\n// ---- expected ----\n// a\n//\n// b\n",
-    )
-    .unwrap();
-    assert_eq!(case.passes, ["FoldConstant"]);
-    assert_eq!(case.expected, "a\n\nb\n");
-    assert_eq!(
-        with_expected(&case.input, &case.expected),
-        "// test FoldConstant\ndef @main() { 1f }\n// ---- expected ----\n// a\n//\n// b\n"
-    );
-    assert!(
-        split_file("def @main() { 1f }\n")
-            .unwrap_err()
-            .contains("// test")
-    );
-    assert!(passes_named(&["Frobnicate".into()]).is_err());
+    filetest::run_dir(&root, "relay", 6, |case| run(&parse_case(case)?));
 }
