@@ -34,7 +34,7 @@ use std::collections::HashMap;
 
 use kiln_ir::{DType, Data, NDArray};
 
-use super::expr::{BinOp, Expr, Intrinsic};
+use super::expr::{BinOp, Expr, Intrinsic, fmaximum, fminimum};
 use super::func::PrimFunc;
 use super::printer::Names;
 use super::stmt::{ForKind, Stmt};
@@ -1003,8 +1003,8 @@ fn binary_num(op: BinOp, d: DType, x: Num, y: Num) -> Result<Num> {
             Sub => x - y,
             Mul => x * y,
             Div => x / y,
-            Min => x.min(y),
-            Max => x.max(y),
+            Min => fminimum(x, y),
+            Max => fmaximum(x, y),
             _ => return Err(Error::Eval(format!("{op:?} on {d}"))),
         };
         return Ok(Num::F(round_float(r as f64, d)));
