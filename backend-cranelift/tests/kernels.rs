@@ -1,7 +1,8 @@
 //! Single loop-IR kernels on the cpu backend against the loop-IR interpreter: libcall
 //! intrinsics, lazy `select` guarding padded loads, integer semantics, casts between all
-//! dtypes, float16, local buffers (stack and heap), unrolled and parallel loops, and the
-//! errors that compiled code reports instead of trapping.
+//! dtypes, float16, local buffers (stack and heap), unrolled and parallel loops, float
+//! `max`/`min` on NaN and signed zeros (scalar and f32x4), and the errors that compiled
+//! code reports instead of trapping.
 
 use std::sync::Arc;
 

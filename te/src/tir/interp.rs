@@ -4,7 +4,8 @@
 //! Values are computed in their dtype's semantics so results match compiled code:
 //! float32 math in `f32` (not `f64`), float16 computed in `f32` and rounded to float16
 //! after every operation, integers wrap at their width, integer division truncates and
-//! division by zero is an error. Vector values are lists of lanes. Parallel, vectorized
+//! division by zero is an error; float `max`/`min` are IEEE 754-2019 maximum/minimum
+//! (NaN propagates, `-0 < +0`), the contract of [`BinOp::Max`]. Vector values are lists of lanes. Parallel, vectorized
 //! and unrolled loops run serially.
 //!
 //! `select` is lazy: with a scalar condition only the chosen side is evaluated; with a
