@@ -1040,19 +1040,10 @@ impl Cx<'_, '_> {
                     BinOp::Sub => self.b.ins().fsub(a, b),
                     BinOp::Mul => self.b.ins().fmul(a, b),
                     BinOp::Div => self.b.ins().fdiv(a, b),
-                    BinOp::Min | BinOp::Max => {
-                        // As scalar code: `a` when it compares so or `b` is NaN.
-                        let cc = if *op == BinOp::Min {
-                            FloatCC::LessThan
-                        } else {
-                            FloatCC::GreaterThan
-                        };
-                        let pick_a = self.b.ins().fcmp(cc, a, b);
-                        let b_nan = self.b.ins().fcmp(FloatCC::Unordered, b, b);
-                        let m = self.b.ins().bor(pick_a, b_nan);
-                        let m = self.b.ins().bitcast(types::F32X4, MemFlagsData::new(), m);
-                        self.b.ins().bitselect(m, a, b)
-                    }
+                    // IEEE 754-2019 maximum/minimum, as scalar code (the loop IR's
+                    // contract): NaN propagates, -0 < +0.
+                    BinOp::Min => self.b.ins().fmin(a, b),
+                    BinOp::Max => self.b.ins().fmax(a, b),
                     _ => return Err(Error::Internal(format!("{op:?} in a vector body"))),
                 }
             }
@@ -1661,18 +1652,10 @@ impl Cx<'_, '_> {
                 Sub => self.b.ins().fsub(a, b),
                 Mul => self.b.ins().fmul(a, b),
                 Div => self.b.ins().fdiv(a, b),
-                // Rust's f32::min/max: a NaN operand yields the other one.
-                Min | Max => {
-                    let cc = if op == Min {
-                        FloatCC::LessThan
-                    } else {
-                        FloatCC::GreaterThan
-                    };
-                    let pick_a = self.b.ins().fcmp(cc, a, b);
-                    let b_nan = self.b.ins().fcmp(FloatCC::Unordered, b, b);
-                    let pick_a = self.b.ins().bor(pick_a, b_nan);
-                    self.b.ins().select(pick_a, a, b)
-                }
+                // Cranelift's fmin/fmax are IEEE 754-2019 minimum/maximum (NaN
+                // propagates, -0 < +0): the loop IR's contract for `min`/`max`.
+                Min => self.b.ins().fmin(a, b),
+                Max => self.b.ins().fmax(a, b),
                 _ => return Err(self.unsupported(format_args!("{op:?} on {d}"))),
             };
             return Ok((self.round(r, d), d));

@@ -306,6 +306,63 @@ fn a_select_guard_keeps_a_padded_load_lazy() {
     );
 }
 
+/// Float `max`/`min` edge values: NaN, both zeros, both infinities, finite values.
+const EDGES: [f32; 7] = [
+    f32::NAN,
+    -0.0,
+    0.0,
+    f32::NEG_INFINITY,
+    f32::INFINITY,
+    -1.5,
+    2.0,
+];
+
+#[test]
+fn float_max_and_min_propagate_nan_and_order_zeros_on_both_paths() {
+    // The loop IR's contract (IEEE 754-2019 maximum/minimum), on every operand pair.
+    let f = tir::parse(
+        "primfn @k(%a: Buffer[(49), float32, global], %b: Buffer[(49), float32, global],
+                   out %mx: Buffer[(49), float32, global], out %mn: Buffer[(49), float32, global]) {
+          for (%i, 0, 49) {
+            %mx[%i] = max(%a[%i], %b[%i])
+            %mn[%i] = min(%a[%i], %b[%i])
+          }
+        }",
+    )
+    .unwrap();
+    let pairs: Vec<(f32, f32)> = EDGES
+        .iter()
+        .flat_map(|&x| EDGES.iter().map(move |&y| (x, y)))
+        .collect();
+    let a = NDArray::from_vec([49], pairs.iter().map(|p| p.0).collect()).unwrap();
+    let b = NDArray::from_vec([49], pairs.iter().map(|p| p.1).collect()).unwrap();
+    let inputs = [a, b];
+    assert!(diff(&f, &inputs), "the fast path must take this kernel");
+    let out = tir::run_with_inputs(&f, &inputs).unwrap();
+    let (mx, mn) = (
+        out[0].to_vec::<f32>().unwrap(),
+        out[1].to_vec::<f32>().unwrap(),
+    );
+    for (k, &(x, y)) in pairs.iter().enumerate() {
+        if x.is_nan() || y.is_nan() {
+            assert!(mx[k].is_nan() && mn[k].is_nan(), "max/min({x}, {y})");
+            continue;
+        }
+        let (hi, lo) = if x == 0.0 && y == 0.0 {
+            // -0 < +0: max is +0 unless both are -0, min is -0 unless both are +0.
+            let neg = (x.is_sign_negative(), y.is_sign_negative());
+            (
+                if neg.0 && neg.1 { -0.0 } else { 0.0 },
+                if neg.0 || neg.1 { -0.0 } else { 0.0 },
+            )
+        } else {
+            (x.max(y), x.min(y))
+        };
+        assert_eq!(mx[k].to_bits(), hi.to_bits(), "max({x:?}, {y:?})");
+        assert_eq!(mn[k].to_bits(), lo.to_bits(), "min({x:?}, {y:?})");
+    }
+}
+
 #[test]
 fn wrong_arguments_are_errors() {
     let f = tir::parse(SAMPLES[0]).unwrap();

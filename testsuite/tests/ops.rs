@@ -264,3 +264,64 @@ proptest! {
         check_all(&m, &params, &xs, EXACT).map_err(TestCaseError::fail)?;
     }
 }
+
+/// NaN, both zeros, both infinities and finite values.
+const EDGES: [f32; 7] = [
+    f32::NAN,
+    -0.0,
+    0.0,
+    f32::NEG_INFINITY,
+    f32::INFINITY,
+    -1.5,
+    2.0,
+];
+
+/// The max/min family on edge values agrees with the reference on every backend: NaN
+/// propagates through `maximum`/`minimum`, `nn.relu`, `clip`, max pooling and max/min
+/// reductions (compared values: NaN equal to NaN; `-0` equal to `+0`, whose choice the
+/// reference leaves to Rust's `f64::max`).
+#[test]
+fn max_family_propagates_nan_on_every_backend() {
+    use kiln_ir::NDArray;
+    let pairs: Vec<(f32, f32)> = EDGES
+        .iter()
+        .flat_map(|&x| EDGES.iter().map(move |&y| (x, y)))
+        .collect();
+    let a = NDArray::from_vec([7, 7], pairs.iter().map(|p| p.0).collect()).unwrap();
+    let b = NDArray::from_vec([7, 7], pairs.iter().map(|p| p.1).collect()).unwrap();
+    let t2 = [Arg::T(tt(&[7, 7], F32)), Arg::T(tt(&[7, 7], F32))];
+    for k in [BinaryKind::Maximum, BinaryKind::Minimum] {
+        let (m, params) = one_op(Binary::new(k), &t2).unwrap();
+        check_all(&m, &params, &[a.clone(), b.clone()], EXACT).unwrap();
+    }
+    // A 1x2x7x7 image mixing the edge values so that windows hold several.
+    let img: Vec<f32> = (0..98).map(|i| EDGES[(i * 3 + i / 7) % 7]).collect();
+    let x = NDArray::from_vec([1, 2, 7, 7], img).unwrap();
+    let t = [Arg::T(tt(&[1, 2, 7, 7], F32))];
+    let reduce = |kind, axis: Vec<i64>| Reduce {
+        kind,
+        axis: Some(axis),
+        keepdims: false,
+        exclude: false,
+    };
+    let ops: Vec<kiln_ir::Op> = vec![
+        Unary::new(UnaryKind::Relu).into(),
+        Clip::new(-1.0, 1.0).into(),
+        Clip::new(0.0, 0.0).into(),
+        Pool2d::new(PoolKind::Max, [2, 2]).into(),
+        Pool2d::new(PoolKind::Max, [3, 2]).into(),
+        GlobalPool2d {
+            kind: PoolKind::Max,
+        }
+        .into(),
+        reduce(ReduceKind::Max, vec![3]).into(),
+        reduce(ReduceKind::Min, vec![2, 3]).into(),
+        reduce(ReduceKind::Max, vec![1]).into(),
+    ];
+    for op in ops {
+        let name = op.name().to_string();
+        let (m, params) = one_op(op, &t).unwrap();
+        check_all(&m, &params, std::slice::from_ref(&x), EXACT)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}

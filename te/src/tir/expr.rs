@@ -28,7 +28,14 @@ pub enum BinOp {
     FloorDiv,
     /// Integer remainder of `FloorDiv`: the sign of the divisor.
     FloorMod,
+    /// The smaller operand. On floats this is IEEE 754-2019 `minimum` (see
+    /// [`fminimum`]), the contract every backend meets: NaN if either operand is NaN,
+    /// and `-0 < +0`. On integers the smaller value; on bool logical and.
     Min,
+    /// The larger operand. On floats this is IEEE 754-2019 `maximum` (see
+    /// [`fmaximum`]), the contract every backend meets: NaN if either operand is NaN
+    /// (as numpy's and ONNX's `maximum`, and the graph-IR reference), and `-0 < +0`. On
+    /// integers the larger value; on bool logical or.
     Max,
     Eq,
     Ne,
@@ -38,6 +45,36 @@ pub enum BinOp {
     Ge,
     And,
     Or,
+}
+
+/// IEEE 754-2019 `maximum`, the float semantics of [`BinOp::Max`]: NaN when either
+/// operand is NaN, otherwise the larger, with `+0` larger than `-0`. (Rust's `f32::max`
+/// differs: it returns the non-NaN operand and may pick either zero.)
+pub fn fmaximum(x: f32, y: f32) -> f32 {
+    if x.is_nan() || y.is_nan() {
+        f32::NAN
+    } else if x == y {
+        // Equal values differ at most in the sign of zero.
+        if x.is_sign_negative() { y } else { x }
+    } else if x > y {
+        x
+    } else {
+        y
+    }
+}
+
+/// IEEE 754-2019 `minimum`, the float semantics of [`BinOp::Min`]: NaN when either
+/// operand is NaN, otherwise the smaller, with `-0` smaller than `+0`.
+pub fn fminimum(x: f32, y: f32) -> f32 {
+    if x.is_nan() || y.is_nan() {
+        f32::NAN
+    } else if x == y {
+        if x.is_sign_negative() { x } else { y }
+    } else if x < y {
+        x
+    } else {
+        y
+    }
 }
 
 impl BinOp {

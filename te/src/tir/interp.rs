@@ -4,7 +4,8 @@
 //! Values are computed in their dtype's semantics so results match compiled code:
 //! float32 math in `f32` (not `f64`), float16 computed in `f32` and rounded to float16
 //! after every operation, integers wrap at their width, integer division truncates and
-//! division by zero is an error. Vector values are lists of lanes. Parallel, vectorized
+//! division by zero is an error; float `max`/`min` are IEEE 754-2019 maximum/minimum
+//! (NaN propagates, `-0 < +0`), the contract of [`BinOp::Max`]. Vector values are lists of lanes. Parallel, vectorized
 //! and unrolled loops run serially.
 //!
 //! `select` is lazy: with a scalar condition only the chosen side is evaluated; with a
@@ -34,7 +35,7 @@ use std::collections::HashMap;
 
 use kiln_ir::{DType, Data, NDArray};
 
-use super::expr::{BinOp, Expr, Intrinsic};
+use super::expr::{BinOp, Expr, Intrinsic, fmaximum, fminimum};
 use super::func::PrimFunc;
 use super::printer::Names;
 use super::stmt::{ForKind, Stmt};
@@ -1003,8 +1004,8 @@ fn binary_num(op: BinOp, d: DType, x: Num, y: Num) -> Result<Num> {
             Sub => x - y,
             Mul => x * y,
             Div => x / y,
-            Min => x.min(y),
-            Max => x.max(y),
+            Min => fminimum(x, y),
+            Max => fmaximum(x, y),
             _ => return Err(Error::Eval(format!("{op:?} on {d}"))),
         };
         return Ok(Num::F(round_float(r as f64, d)));

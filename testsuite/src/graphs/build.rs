@@ -102,8 +102,10 @@ fn exact_op(kind: Kind, dtype: DType) -> bool {
     if !dtype.is_float() {
         return true;
     }
-    // Max and min (relu and clip among them) may pick either zero of `max(-0, +0)`
-    // (IEEE leaves it open): equal values, but `rsqrt` or a division tells them apart.
+    // Max and min (clip, pools and reductions among them) may differ in the zero they
+    // pick: the loop IR orders -0 < +0 (IEEE 754-2019), the reference takes Rust's
+    // `f64::max` (which zero varies with the build) or the first of equal elements.
+    // Equal values, but `rsqrt` or a division tells them apart.
     match kind {
         Kind::Unary(k) => matches!(k, UnaryKind::Negative | UnaryKind::Abs),
         Kind::Binary(k) => !matches!(
@@ -131,14 +133,16 @@ fn exact_op(kind: Kind, dtype: DType) -> bool {
     }
 }
 
-/// Ops that define NaN and Inf the same way on every backend (IEEE arithmetic and data
-/// movement; not max/min, clip, relu, casts to integers or softmax, whose NaN rules
-/// differ between implementations).
+/// Ops that define NaN and Inf the same way on every backend (IEEE arithmetic, data
+/// movement, and max/min, relu, clip and max reductions, where NaN propagates; not casts
+/// to integers or softmax, whose NaN rules differ between implementations, nor max
+/// pooling: its padded taps are the lowest finite value, which beats a window of -Inf).
 fn nan_defined(kind: Kind) -> bool {
     match kind {
         Kind::Unary(k) => matches!(
             k,
-            UnaryKind::Negative
+            UnaryKind::Relu
+                | UnaryKind::Negative
                 | UnaryKind::Abs
                 | UnaryKind::Exp
                 | UnaryKind::Log
@@ -148,10 +152,16 @@ fn nan_defined(kind: Kind) -> bool {
         ),
         Kind::Binary(k) => matches!(
             k,
-            BinaryKind::Add | BinaryKind::Subtract | BinaryKind::Multiply | BinaryKind::Divide
+            BinaryKind::Add
+                | BinaryKind::Subtract
+                | BinaryKind::Multiply
+                | BinaryKind::Divide
+                | BinaryKind::Maximum
+                | BinaryKind::Minimum
         ),
-        Kind::Pool(k) | Kind::GlobalPool(k) => k == PoolKind::Avg,
-        Kind::Reduce(k) => matches!(k, ReduceKind::Sum | ReduceKind::Mean),
+        Kind::Pool(k) => k == PoolKind::Avg,
+        Kind::Reduce(k) => k != ReduceKind::Prod,
+        Kind::GlobalPool(_) | Kind::Clip => true,
         Kind::Where
         | Kind::Conv2d
         | Kind::Dense
@@ -166,7 +176,7 @@ fn nan_defined(kind: Kind) -> bool {
         | Kind::StridedSlice
         | Kind::BatchFlatten
         | Kind::Take => true,
-        Kind::Clip | Kind::Cast | Kind::Softmax | Kind::LayerNorm | Kind::BatchNorm => false,
+        Kind::Cast | Kind::Softmax | Kind::LayerNorm | Kind::BatchNorm => false,
     }
 }
 

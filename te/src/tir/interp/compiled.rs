@@ -31,7 +31,7 @@ use super::{
     Num, convert, float_intrinsic, int_div, int_floordiv, int_floormod, round_float, wrap_int,
 };
 use crate::error::{Error, Result};
-use crate::tir::expr::{BinOp, Expr, Intrinsic};
+use crate::tir::expr::{BinOp, Expr, Intrinsic, fmaximum, fminimum};
 use crate::tir::func::PrimFunc;
 use crate::tir::printer::Names;
 use crate::tir::stmt::{ForKind, Stmt};
@@ -1119,8 +1119,8 @@ fn binary(op: BinOp, a: CExpr, b: CExpr) -> CResult<CExpr> {
                 Sub => arith!(|p, q| p - q),
                 Mul => arith!(|p, q| p * q),
                 Div => arith!(|p, q| p / q),
-                Min => arith!(|p, q| p.min(q)),
-                Max => arith!(|p, q| p.max(q)),
+                Min => arith!(|p, q| fminimum(p, q)),
+                Max => arith!(|p, q| fmaximum(p, q)),
                 _ => return Err(format!("{op:?} on {d}")),
             };
             CExpr::F(e, d)
