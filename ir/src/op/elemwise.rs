@@ -6,6 +6,10 @@
 //! Each op's attributes, type rule and reference evaluation live here. Numeric policy:
 //! float dtypes compute in `f64` and round once to the output dtype; integer dtypes
 //! compute in `i64` and wrap to their width at the end; `bool` stays `bool`.
+//! `float32` unary and binary ops take a fast path with the same per-element `f64`
+//! arithmetic (bit-identical, property-tested against the generic path) that reads
+//! broadcast operands in place through strides instead of copying them out in `f64`:
+//! constant folding runs these on whole weight tensors.
 
 use half::f16;
 
@@ -186,6 +190,110 @@ fn expand_data(t: &NDArray, shape: &[usize]) -> Data {
     t.data().gather(util::broadcast_indices(t.shape(), shape))
 }
 
+/// The broadcast of two operands over an output shape as a few coalesced loops:
+/// `(extent, stride_a, stride_b)` from outer to inner, a stride 0 where the operand
+/// is broadcast. Output dims of extent 1 are dropped and adjacent dims merge when
+/// both operands step through them as one (`stride[d] == stride[d+1] * extent[d+1]`),
+/// so `W[64,3,7,7] * S[64,1,1,1]` runs as 64 rows of 147 with a scalar `S`.
+fn coalesced_loops(a: &[usize], b: &[usize], out: &[usize]) -> Vec<(usize, usize, usize)> {
+    // The row-major strides of `shape` aligned to the output rank, 0 on broadcast dims.
+    let strides = |shape: &[usize]| -> Vec<usize> {
+        let offset = out.len() - shape.len();
+        let own = crate::tensor::row_major_strides(shape);
+        (0..out.len())
+            .map(|d| match d.checked_sub(offset) {
+                Some(i) if shape[i] != 1 => own[i],
+                _ => 0,
+            })
+            .collect()
+    };
+    let (sa, sb) = (strides(a), strides(b));
+    let mut inner_first: Vec<(usize, usize, usize)> = Vec::new();
+    for d in (0..out.len()).rev().filter(|&d| out[d] != 1) {
+        let (n, ta, tb) = (out[d], sa[d], sb[d]);
+        match inner_first.last_mut() {
+            Some((m, ia, ib)) if ta == *ia * *m && tb == *ib * *m => *m *= n,
+            _ => inner_first.push((n, ta, tb)),
+        }
+    }
+    if inner_first.is_empty() {
+        inner_first.push((1, 0, 0));
+    }
+    inner_first.reverse();
+    inner_first
+}
+
+/// `f` over the numpy broadcast of `a` (shape `sa`) and `b` (shape `sb`) to `out`,
+/// in row-major order, without copying either operand out to the full shape.
+fn broadcast_map<A: Copy, B: Copy, O>(
+    (a, sa): (&[A], &[usize]),
+    (b, sb): (&[B], &[usize]),
+    out: &[usize],
+    f: impl Fn(A, B) -> O,
+) -> Vec<O> {
+    let total: usize = out.iter().product();
+    let mut res = Vec::with_capacity(total);
+    if total == 0 {
+        return res;
+    }
+    let loops = coalesced_loops(sa, sb, out);
+    let (outer, inner) = loops.split_at(loops.len() - 1);
+    let (n, ia, ib) = inner[0];
+    let mut idx = vec![0usize; outer.len()];
+    let (mut oa, mut ob) = (0usize, 0usize);
+    loop {
+        match (ia, ib) {
+            (1, 1) => res.extend(
+                a[oa..oa + n]
+                    .iter()
+                    .zip(&b[ob..ob + n])
+                    .map(|(&x, &y)| f(x, y)),
+            ),
+            (1, 0) => {
+                let y = b[ob];
+                res.extend(a[oa..oa + n].iter().map(|&x| f(x, y)));
+            }
+            (0, 1) => {
+                let x = a[oa];
+                res.extend(b[ob..ob + n].iter().map(|&y| f(x, y)));
+            }
+            _ => res.extend((0..n).map(|i| f(a[oa + i * ia], b[ob + i * ib]))),
+        }
+        // Odometer over the outer loops, moving the operand offsets along.
+        let mut d = outer.len();
+        loop {
+            if d == 0 {
+                return res;
+            }
+            d -= 1;
+            let (m, ta, tb) = outer[d];
+            idx[d] += 1;
+            oa += ta;
+            ob += tb;
+            if idx[d] < m {
+                break;
+            }
+            idx[d] = 0;
+            oa -= ta * m;
+            ob -= tb * m;
+        }
+    }
+}
+
+/// `match`es `$kind` over the listed variants of `$enum`, with `$k` a `const` of the
+/// matched variant in `$body`: one copy of `$body` per kind, its per-element `match`
+/// folded away at compile time.
+macro_rules! per_kind {
+    ($enum:ident, $kind:expr, $k:ident => $body:expr, [$($v:ident),* $(,)?]) => {
+        match $kind {
+            $($enum::$v => {
+                const $k: $enum = $enum::$v;
+                $body
+            })*
+        }
+    };
+}
+
 // ---------------------------------------------------------------------------------------
 // Unary
 // ---------------------------------------------------------------------------------------
@@ -281,6 +389,33 @@ impl Unary {
     pub fn new(kind: UnaryKind) -> Unary {
         Unary { kind }
     }
+
+    /// The `float32` evaluation: each element widened to `f64`, mapped and rounded
+    /// once to `f32`, as the generic float path does, without the `f64` copy.
+    fn eval_f32(&self, v: &[f32]) -> Data {
+        per_kind!(UnaryKind, self.kind, K => {
+            Data::F32(v.iter().map(|&x| K.apply_f64(x as f64) as f32).collect())
+        }, [Relu, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Erf, Negative, Abs, Floor, Ceil, Round])
+    }
+
+    /// The evaluation for every dtype: floats in `f64`, integers in `i64`.
+    fn eval_generic(&self, x: &NDArray) -> Result<Data> {
+        let dtype = x.dtype();
+        Ok(if dtype.is_float() {
+            Data::from_f64(
+                dtype,
+                x.to_f64_vec().into_iter().map(|v| self.kind.apply_f64(v)),
+            )
+        } else {
+            let v = x
+                .to_i64_vec()
+                .into_iter()
+                .map(|v| self.kind.apply_i64(v))
+                .collect::<Option<Vec<i64>>>()
+                .ok_or_else(|| Error::Eval(format!("{}: not defined on {dtype}", self.name())))?;
+            Data::from_i64(dtype, v)
+        })
+    }
 }
 
 impl OpSpec for Unary {
@@ -309,20 +444,9 @@ impl OpSpec for Unary {
 
     fn eval(&self, args: &[Value], _out: &Type) -> Result<Value> {
         let x = util::tensors(self.name(), args)?[0];
-        let dtype = x.dtype();
-        let data = if dtype.is_float() {
-            Data::from_f64(
-                dtype,
-                x.to_f64_vec().into_iter().map(|v| self.kind.apply_f64(v)),
-            )
-        } else {
-            let v = x
-                .to_i64_vec()
-                .into_iter()
-                .map(|v| self.kind.apply_i64(v))
-                .collect::<Option<Vec<i64>>>()
-                .ok_or_else(|| Error::Eval(format!("{}: not defined on {dtype}", self.name())))?;
-            Data::from_i64(dtype, v)
+        let data = match x.data() {
+            Data::F32(v) => self.eval_f32(v),
+            _ => self.eval_generic(x)?,
         };
         Ok(NDArray::new(x.shape(), data)?.into())
     }
@@ -597,10 +721,36 @@ impl OpSpec for Binary {
         let (a, b) = (ts[0], ts[1]);
         let op = self.name();
         let shape = util::out_tensor(op, out)?.shape.clone();
+        let data = match (a.data(), b.data()) {
+            (Data::F32(x), Data::F32(y)) => self.eval_f32((x, a.shape()), (y, b.shape()), &shape),
+            _ => self.eval_generic(a, b, &shape)?,
+        };
+        Ok(NDArray::new(shape, data)?.into())
+    }
+}
+
+impl Binary {
+    /// The `float32` evaluation, equal bit for bit to [`Binary::eval_generic`]: each
+    /// element widens to `f64`, computes there and rounds once to `f32`, but the
+    /// operands are read in place through broadcast strides rather than copied out
+    /// to the full shape in `f64`.
+    fn eval_f32(&self, a: (&[f32], &[usize]), b: (&[f32], &[usize]), shape: &[usize]) -> Data {
+        per_kind!(BinaryKind, self.kind, K => if K.is_comparison() {
+            Data::Bool(broadcast_map(a, b, shape, |x, y| K.compare(x as f64, y as f64)))
+        } else {
+            Data::F32(broadcast_map(a, b, shape, |x, y| K.apply_f64(x as f64, y as f64) as f32))
+        }, [Add, Subtract, Multiply, Divide, Power, Maximum, Minimum, Equal, NotEqual, Less,
+            LessEqual, Greater, GreaterEqual, FloorMod, TruncMod])
+    }
+
+    /// The evaluation for every dtype: floats in `f64`, integers and bool in `i64`,
+    /// both operands first copied out to the broadcast `shape`.
+    fn eval_generic(&self, a: &NDArray, b: &NDArray, shape: &[usize]) -> Result<Data> {
+        let op = self.name();
         let kind = self.kind;
         let dtype = a.dtype();
-        let data = if dtype.is_float() {
-            let (x, y) = (expand_f64(a, &shape), expand_f64(b, &shape));
+        Ok(if dtype.is_float() {
+            let (x, y) = (expand_f64(a, shape), expand_f64(b, shape));
             let pairs = x.into_iter().zip(y);
             if kind.is_comparison() {
                 Data::Bool(pairs.map(|(x, y)| kind.compare(x, y)).collect())
@@ -609,7 +759,7 @@ impl OpSpec for Binary {
             }
         } else {
             // Integers and bool (as 0/1) in i64: exact for every integer dtype.
-            let (x, y) = (expand_i64(a, &shape), expand_i64(b, &shape));
+            let (x, y) = (expand_i64(a, shape), expand_i64(b, shape));
             let pairs = x.into_iter().zip(y);
             if kind.is_comparison() {
                 Data::Bool(pairs.map(|(x, y)| kind.compare(x, y)).collect())
@@ -620,8 +770,7 @@ impl OpSpec for Binary {
                     .map_err(|e| Error::Eval(format!("{op}: {e}")))?;
                 Data::from_i64(dtype, v)
             }
-        };
-        Ok(NDArray::new(shape, data)?.into())
+        })
     }
 }
 
@@ -1501,6 +1650,110 @@ mod tests {
             let d = run(Binary::new(BinaryKind::Subtract), &[s.clone(), b]).unwrap();
             prop_assert!(same(&d, &materialize(&a, s.shape())));
         }
+    }
+
+    // ----- the float32 fast paths against the generic (f64, copied-out) paths -----
+
+    /// `float32` values from shapes, with NaN, ±Inf, ±0, subnormals, huge and tiny
+    /// magnitudes mixed in.
+    fn f32_tensor(shape: Vec<usize>) -> impl Strategy<Value = NDArray> {
+        let n: usize = shape.iter().product();
+        let value = prop_oneof![
+            3 => -4.0f32..4.0,
+            3 => any::<f32>(),
+            1 => prop::sample::select(vec![
+                f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0, 1.0, -1.0,
+                f32::MIN_POSITIVE, -1e-45, f32::MAX, f32::MIN, 0.5, -2.5,
+            ]),
+        ];
+        prop::collection::vec(value, n)
+            .prop_map(move |v| NDArray::from_vec(shape.clone(), v).unwrap())
+    }
+
+    /// Bit-identical data, except that a NaN only has to meet a NaN: Rust leaves the
+    /// payload of an arithmetic NaN unspecified, and nothing in Kiln reads it.
+    fn same_bits(x: &Data, y: &Data) -> std::result::Result<(), String> {
+        let ok = match (x, y) {
+            (Data::F32(x), Data::F32(y)) => {
+                x.len() == y.len()
+                    && x.iter()
+                        .zip(y)
+                        .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()))
+            }
+            (Data::Bool(x), Data::Bool(y)) => x == y,
+            _ => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("{x:?} vs {y:?}"))
+        }
+    }
+
+    /// Output shapes of rank up to 5 with extents 0..=5 and two shapes broadcasting to
+    /// them (dims dropped from the front or set to 1), with the operands' values.
+    fn f32_broadcast_operands() -> impl Strategy<Value = (NDArray, NDArray, Vec<usize>)> {
+        prop::collection::vec(prop_oneof![1 => Just(0usize), 8 => 1usize..=5], 0..=5)
+            .prop_flat_map(|out| {
+                let r = out.len();
+                let mask = prop::collection::vec(any::<bool>(), r);
+                (Just(out), 0..=r, 0..=r, mask.clone(), mask)
+            })
+            .prop_flat_map(|(out, ra, rb, ma, mb)| {
+                let r = out.len();
+                let pick = |k: usize, m: &[bool]| -> Vec<usize> {
+                    (r - k..r).map(|d| if m[d] { 1 } else { out[d] }).collect()
+                };
+                let (a, b) = (pick(ra, &ma), pick(rb, &mb));
+                let full = util::broadcast_shapes("test", &a, &b).unwrap();
+                (f32_tensor(a), f32_tensor(b), Just(full))
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn f32_binary_fast_path_is_the_generic_path((a, b, full) in f32_broadcast_operands(), k in 0usize..BinaryKind::ALL.len()) {
+            let op = Binary::new(BinaryKind::ALL[k]);
+            let (Data::F32(x), Data::F32(y)) = (a.data(), b.data()) else { unreachable!() };
+            let fast = op.eval_f32((x, a.shape()), (y, b.shape()), &full);
+            let generic = op.eval_generic(&a, &b, &full).unwrap();
+            prop_assert_eq!(fast.len(), full.iter().product::<usize>());
+            if let Err(e) = same_bits(&fast, &generic) {
+                prop_assert!(false, "{} {:?} {:?} -> {:?}: {}", op.kind.name(), a.shape(), b.shape(), full, e);
+            }
+        }
+
+        #[test]
+        fn f32_unary_fast_path_is_the_generic_path(x in prop::collection::vec(0usize..=4, 0..=3).prop_flat_map(f32_tensor), k in 0usize..UnaryKind::ALL.len()) {
+            let op = Unary::new(UnaryKind::ALL[k]);
+            let Data::F32(v) = x.data() else { unreachable!() };
+            if let Err(e) = same_bits(&op.eval_f32(v), &op.eval_generic(&x).unwrap()) {
+                prop_assert!(false, "{}: {}", op.kind.name(), e);
+            }
+        }
+    }
+
+    #[test]
+    fn coalesced_loops_merge_what_steps_together() {
+        // The conv-weight scale fold: rows of 147 with a per-row scalar.
+        assert_eq!(
+            coalesced_loops(&[64, 3, 7, 7], &[64, 1, 1, 1], &[64, 3, 7, 7]),
+            vec![(64, 147, 1), (147, 1, 0)]
+        );
+        // A bias over channels stays three loops; a scalar operand one loop.
+        assert_eq!(
+            coalesced_loops(&[2, 8, 5, 5], &[8, 1, 1], &[2, 8, 5, 5]),
+            vec![(2, 200, 0), (8, 25, 1), (25, 1, 0)]
+        );
+        assert_eq!(coalesced_loops(&[3, 4], &[], &[3, 4]), vec![(12, 1, 0)]);
+        // Rank 0, and extents of 1 dropped.
+        assert_eq!(coalesced_loops(&[], &[], &[]), vec![(1, 0, 0)]);
+        assert_eq!(
+            coalesced_loops(&[1, 3], &[3, 1], &[3, 3]),
+            vec![(3, 0, 1), (3, 1, 0)]
+        );
     }
 
     // ----- clip -----
