@@ -92,7 +92,17 @@ impl TypeAnalysis {
     }
 }
 
+/// The value every element of `a` holds, if they are all one value (bitwise). Float32
+/// weights are checked in place, stopping at the first difference: building the e-graph
+/// of a model must not widen all of its weights.
 fn splat_of(a: &NDArray) -> Option<f64> {
+    if let Ok(v) = a.as_slice::<f32>() {
+        let first = *v.first()?;
+        return v
+            .iter()
+            .all(|x| x.to_bits() == first.to_bits())
+            .then_some(first as f64);
+    }
     let v = a.to_f64_vec();
     let first = *v.first()?;
     v.iter()
