@@ -59,6 +59,9 @@ impl fmt::Display for Bisection {
         let Some(pass) = &self.guilty else {
             return match &self.mismatch {
                 Some(m) => write!(f, "no pass to blame: {m}"),
+                None if self.trail.is_empty() => {
+                    write!(f, "the optimized module agrees with the reference")
+                }
                 None => write!(f, "no single pass prefix moves the output"),
             };
         };
@@ -248,6 +251,18 @@ pub fn bisect_on_backend(
 /// there and, if so, which pass (and rule) of the standard pipeline moves the output —
 /// a line for the failure message. `None` at opt level 0.
 pub fn diagnose(built: &Built, backend: &ExecBackend, opt_level: u8) -> Option<String> {
+    let passes = standard_passes();
+    let list: Vec<&dyn Pass> = passes.iter().map(|p| p.as_ref()).collect();
+    diagnose_with(built, backend, opt_level, &list)
+}
+
+/// [`diagnose`] bisecting `passes` instead of the standard pipeline.
+pub fn diagnose_with(
+    built: &Built,
+    backend: &ExecBackend,
+    opt_level: u8,
+    passes: &[&dyn Pass],
+) -> Option<String> {
     if opt_level == 0 {
         return None;
     }
@@ -262,12 +277,10 @@ pub fn diagnose(built: &Built, backend: &ExecBackend, opt_level: u8) -> Option<S
             backend.name
         ));
     }
-    let passes = standard_passes();
-    let list: Vec<&dyn Pass> = passes.iter().map(|p| p.as_ref()).collect();
     let ctx = PassContext::from(opt_level);
-    Some(match bisect_on_backend(built, &list, &ctx, backend) {
+    Some(match bisect_on_backend(built, passes, &ctx, backend) {
         Ok(b) => format!(
-            "bisection over the standard pipeline at opt level {opt_level} on {}: {b}",
+            "bisection over the pipeline at opt level {opt_level} on {}: {b}",
             backend.name
         ),
         Err(e) => format!("bisection failed: {e}"),
