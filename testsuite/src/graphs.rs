@@ -10,9 +10,10 @@
 //! its inputs and the tolerance for the whole graph (the widest of its ops' tolerances
 //! from [`crate::ops`], widened per inexact op, applied relative to the larger of the
 //! output's and the inputs' magnitudes). Numerically discontinuous uses — a
-//! comparison, a float-to-int cast, a divisor, `exp`, `rsqrt`, `power` or `softmax` —
-//! take only values computed exactly (bit-equal on every backend, signed zeros included), and NaN/Inf inputs reach only
-//! ops that define them, so a mismatch is a bug, not rounding. [`check`] runs one
+//! comparison, a float-to-int cast, a divisor, rounding, `exp`, `log`, `rsqrt`, `power`
+//! or `softmax` — take only values computed exactly (bit-equal on every backend, signed
+//! zeros included), and NaN/Inf inputs reach only ops that define them, so a mismatch
+//! is a bug, not rounding. [`check`] runs one
 //! backend at one opt level against the reference interpreter; a failure message holds
 //! the module as text IR with the seed, ready to save under `tests/cases/` ([`crate::cases`]),
 //! and [`check_diagnosed`] adds, for a failure at opt level > 0, the pass (and rule) that
