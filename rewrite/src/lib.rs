@@ -14,5 +14,5 @@ pub mod pipeline;
 
 pub use error::{Error, Result};
 pub use fuse::FuseOps;
-pub use pass::{Pass, PassContext, PassInfo, PassOutcome, PassRecord, PassReport};
+pub use pass::{Pass, PassContext, PassInfo, PassOutcome, PassRecord, PassReport, RuleInfo};
 pub use pipeline::optimize;

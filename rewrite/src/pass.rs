@@ -53,6 +53,18 @@ impl PassOutcome {
 pub trait Pass: Send + Sync {
     fn info(&self) -> PassInfo;
     fn run(&self, module: &Module, ctx: &PassContext) -> Result<PassOutcome>;
+    /// The rewrite rules the pass applies, in the order it holds them, for
+    /// [`PassContext::disabled_rules`]; empty (the default) for passes without rules.
+    fn rules(&self) -> Vec<RuleInfo> {
+        vec![]
+    }
+}
+
+/// A rewrite rule as a pass lists it: its unique name and its family.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RuleInfo {
+    pub name: String,
+    pub family: String,
 }
 
 /// The configuration passes run under (Relay's `PassContext`).
@@ -64,6 +76,11 @@ pub struct PassContext {
     pub required: BTreeSet<String>,
     /// Passes never run.
     pub disabled: BTreeSet<String>,
+    /// Rewrite rules switched off: each entry is a rule name (`mul_one`) or a family name
+    /// (`algebraic`), and a rule is off when its name or its family is listed. Passes
+    /// with rules ([`Pass::rules`], i.e. `EqSat`) drop those rules before they run; every
+    /// entry must name a rule or family of some pass in the sequence ([`check_names`]).
+    pub disabled_rules: BTreeSet<String>,
     /// Run the graph-IR verifier after every pass (on by default in debug builds and
     /// tests); a failure names the pass.
     pub verify: bool,
@@ -77,6 +94,7 @@ impl Default for PassContext {
             opt_level: 2,
             required: BTreeSet::new(),
             disabled: BTreeSet::new(),
+            disabled_rules: BTreeSet::new(),
             verify: cfg!(debug_assertions),
             dump_ir: false,
         }
@@ -103,6 +121,11 @@ impl PassContext {
             return false;
         }
         self.required.contains(info.name) || self.opt_level >= info.opt_level
+    }
+
+    /// Whether the rule `name` of `family` is on: neither is in [`Self::disabled_rules`].
+    pub fn rule_enabled(&self, name: &str, family: &str) -> bool {
+        !self.disabled_rules.contains(name) && !self.disabled_rules.contains(family)
     }
 }
 
@@ -181,12 +204,9 @@ pub fn live_nodes(module: &Module) -> usize {
     seen.len()
 }
 
-/// Runs `passes` in order under `ctx`, verifying after each when `ctx.verify` is set.
-pub fn run_passes(
-    module: &Module,
-    passes: &[&dyn Pass],
-    ctx: &PassContext,
-) -> Result<(Module, PassReport)> {
+/// Checks that every pass `ctx` requires or disables is in `passes`, and that every
+/// entry of `ctx.disabled_rules` names a rule or a rule family of one of them.
+pub fn check_names(passes: &[&dyn Pass], ctx: &PassContext) -> Result<()> {
     for name in ctx.required.iter().chain(&ctx.disabled) {
         if !passes.iter().any(|p| p.info().name == name) {
             let known: Vec<_> = passes.iter().map(|p| p.info().name).collect();
@@ -196,6 +216,47 @@ pub fn run_passes(
             )));
         }
     }
+    if ctx.disabled_rules.is_empty() {
+        return Ok(());
+    }
+    let rules: Vec<RuleInfo> = passes.iter().flat_map(|p| p.rules()).collect();
+    for name in &ctx.disabled_rules {
+        if !rules.iter().any(|r| &r.name == name || &r.family == name) {
+            let mut families: Vec<&str> = vec![];
+            for r in &rules {
+                if !families.contains(&r.family.as_str()) {
+                    families.push(&r.family);
+                }
+            }
+            let known = if rules.is_empty() {
+                "no pass in the sequence has rules".to_string()
+            } else {
+                format!(
+                    "families: {}; rules: {}",
+                    families.join(", "),
+                    rules
+                        .iter()
+                        .map(|r| r.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            return Err(Error::InvalidArgument(format!(
+                "unknown rule or rule family `{name}` in disabled_rules ({known})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `passes` in order under `ctx`, verifying after each when `ctx.verify` is set.
+/// Names in the context that match no pass (or rule) are an error ([`check_names`]).
+pub fn run_passes(
+    module: &Module,
+    passes: &[&dyn Pass],
+    ctx: &PassContext,
+) -> Result<(Module, PassReport)> {
+    check_names(passes, ctx)?;
     let mut module = module.clone();
     let mut report = PassReport::default();
     for pass in passes {

@@ -10,11 +10,14 @@
 //! its inputs and the tolerance for the whole graph (the widest of its ops' tolerances
 //! from [`crate::ops`], widened per inexact op, applied relative to the larger of the
 //! output's and the inputs' magnitudes). Numerically discontinuous uses — a
-//! comparison, a float-to-int cast, a divisor, `exp`, `rsqrt`, `power` or `softmax` —
-//! take only values computed exactly (bit-equal on every backend, signed zeros included), and NaN/Inf inputs reach only
-//! ops that define them, so a mismatch is a bug, not rounding. [`check`] runs one
+//! comparison, a float-to-int cast, a divisor, rounding, `exp`, `log`, `rsqrt`, `power`
+//! or `softmax` — take only values computed exactly (bit-equal on every backend, signed
+//! zeros included), and NaN/Inf inputs reach only ops that define them, so a mismatch
+//! is a bug, not rounding. [`check`] runs one
 //! backend at one opt level against the reference interpreter; a failure message holds
-//! the module as text IR with the seed, ready to save under `tests/cases/` ([`crate::cases`]).
+//! the module as text IR with the seed, ready to save under `tests/cases/` ([`crate::cases`]),
+//! and [`check_diagnosed`] adds, for a failure at opt level > 0, the pass (and rule) that
+//! moves the output ([`crate::bisect::diagnose`]).
 
 use std::collections::BTreeMap;
 
@@ -22,6 +25,7 @@ use kiln_executor::Params;
 use kiln_ir::op::*;
 use kiln_ir::text::{PrintOptions, print_module};
 use kiln_ir::{DType, ExprId, ExprKind, Module, NDArray, TensorType};
+use kiln_rewrite::PassReport;
 use proptest::prelude::*;
 
 use crate::ops::Tol;
@@ -359,23 +363,33 @@ impl Built {
     }
 }
 
+/// A failing case: the message (backend, opt level, mismatch and the case as text IR)
+/// and the case it prints (the program narrowed to its first wrong output when that
+/// fails on its own).
+#[derive(Clone, Debug)]
+pub struct Failure {
+    pub message: String,
+    pub case: Built,
+}
+
 /// Runs `built` on `backend` at `opt_level` and compares with `want` (the reference's
-/// outputs). The error holds the case as text IR: when the program has several outputs
-/// and the first wrong one also fails on its own, only that output and the ops it reads
-/// (a smaller case than proptest's shrinking alone reaches).
-pub fn check_built(
+/// outputs); on a pass, the optimizer's report of the build (`None` when skipped). The
+/// failure holds the case as text IR: when the program has several outputs and the
+/// first wrong one also fails on its own, only that output and the ops it reads (a
+/// smaller case than proptest's shrinking alone reaches).
+pub fn run_case(
     built: &Built,
     want: &[NDArray],
     backend: &ExecBackend,
     opt_level: u8,
-) -> Result<Outcome, String> {
+) -> Result<(Outcome, Option<PassReport>), Failure> {
     if let Some((op, d)) = backend.unsupported_in(&built.ops) {
-        return Ok(Outcome::Unsupported(op, d));
+        return Ok((Outcome::Unsupported(op, d), None));
     }
-    // The error, and the first output that is wrong on its own.
-    let run = |b: &Built, want: &[NDArray]| -> Result<(), (String, Option<usize>)> {
-        let got = backend
-            .run(&b.module, &b.inputs, &b.bound, opt_level)
+    // The report, or the error and the first output that is wrong on its own.
+    let run = |b: &Built, want: &[NDArray]| -> Result<PassReport, (String, Option<usize>)> {
+        let (got, report) = backend
+            .run_reported(&b.module, &b.inputs, &b.bound, opt_level)
             .map_err(|e| (e, None))?;
         let scale = b.inputs.values().map(max_abs).fold(0.0, f64::max);
         compare_scaled(&got, want, b.tol, scale).map_err(|e| {
@@ -383,37 +397,99 @@ pub fn check_built(
             let k =
                 (0..n).find(|&i| compare_scaled(&got[i..=i], &want[i..=i], b.tol, scale).is_err());
             (e, k)
-        })
+        })?;
+        Ok(report)
     };
-    let report = |b: &Built, e: String| {
-        format!(
+    let fail = |b: &Built, e: String| Failure {
+        message: format!(
             "{} at opt level {opt_level}: {e}\ncase ({} ops; save as \
              testsuite/tests/cases/NAME.relay to replay):\n{}",
             backend.name,
             b.ops.len(),
             case_text(b)
-        )
+        ),
+        case: b.clone(),
     };
     match run(built, want) {
-        Ok(()) => Ok(Outcome::Pass),
+        Ok(report) => Ok((Outcome::Pass, Some(report))),
         Err((e, Some(k))) => {
             if let Some(small) = built.only_output(k)
                 && let Err((e, _)) = run(&small, &want[k..=k])
             {
-                return Err(report(&small, e));
+                return Err(fail(&small, e));
             }
-            Err(report(built, e))
+            Err(fail(built, e))
         }
-        Err((e, None)) => Err(report(built, e)),
+        Err((e, None)) => Err(fail(built, e)),
     }
+}
+
+/// [`run_case`]'s outcome, the failure as its message.
+pub fn check_built(
+    built: &Built,
+    want: &[NDArray],
+    backend: &ExecBackend,
+    opt_level: u8,
+) -> Result<Outcome, String> {
+    run_case(built, want, backend, opt_level)
+        .map(|(o, _)| o)
+        .map_err(|f| f.message)
+}
+
+/// [`check_built`], a failure at opt level > 0 followed by its diagnosis
+/// ([`crate::bisect::diagnose`]: does the case pass at opt level 0, and which pass and
+/// rule move its output).
+pub fn check_built_diagnosed(
+    built: &Built,
+    want: &[NDArray],
+    backend: &ExecBackend,
+    opt_level: u8,
+) -> Result<Outcome, String> {
+    run_case(built, want, backend, opt_level)
+        .map(|(o, _)| o)
+        .map_err(|f| diagnosed(f, backend, opt_level))
+}
+
+fn diagnosed(f: Failure, backend: &ExecBackend, opt_level: u8) -> String {
+    match crate::bisect::diagnose(&f.case, backend, opt_level) {
+        Some(d) => format!("{}\n{d}", f.message),
+        None => f.message,
+    }
+}
+
+/// Builds `spec` and runs it on `backend` at `opt_level` ([`run_case`]); a spec that
+/// builds nothing passes (there is nothing to compare) with no report.
+pub fn check_reported(
+    spec: &GraphSpec,
+    backend: &ExecBackend,
+    opt_level: u8,
+) -> Result<(Outcome, Option<PassReport>), Failure> {
+    let Some(built) = spec.build() else {
+        return Ok((Outcome::Pass, None));
+    };
+    let want = reference(&built.module, &built.inputs).map_err(|message| Failure {
+        message,
+        case: built.clone(),
+    })?;
+    run_case(&built, &want, backend, opt_level)
 }
 
 /// Builds `spec` and checks it on `backend` at `opt_level`; a spec that builds nothing
 /// passes (there is nothing to compare).
 pub fn check(spec: &GraphSpec, backend: &ExecBackend, opt_level: u8) -> Result<Outcome, String> {
-    let Some(built) = spec.build() else {
-        return Ok(Outcome::Pass);
-    };
-    let want = reference(&built.module, &built.inputs)?;
-    check_built(&built, &want, backend, opt_level)
+    check_reported(spec, backend, opt_level)
+        .map(|(o, _)| o)
+        .map_err(|f| f.message)
+}
+
+/// [`check`] with a failure diagnosed as [`check_built_diagnosed`] does: what the suite
+/// prints for the case proptest shrank to (bisecting every shrinking step would be slow).
+pub fn check_diagnosed(
+    spec: &GraphSpec,
+    backend: &ExecBackend,
+    opt_level: u8,
+) -> Result<Outcome, String> {
+    check_reported(spec, backend, opt_level)
+        .map(|(o, _)| o)
+        .map_err(|f| diagnosed(f, backend, opt_level))
 }

@@ -8,11 +8,13 @@
 //! registry of executor backends and opt levels the graph-level suites are instantiated
 //! for; [`graphs`] generates random well-typed programs (`tests/graphs.rs`; saved cases,
 //! [`cases`], replayed by `tests/replay.rs`); [`schedules`] fuzzes schedules on every backend;
-//! [`bisect`] names the pass that breaks numerics; [`matrix`] writes `CONFORMANCE.md`
+//! [`bisect`] names the pass (and rewrite rule) that breaks numerics; [`exercised`] counts
+//! what the optimizer did over a run; [`matrix`] writes `CONFORMANCE.md`
 //! (`cargo run -p kiln-testsuite --bin conformance`).
 
 pub mod bisect;
 pub mod cases;
+pub mod exercised;
 pub mod graphs;
 pub mod matrix;
 pub mod onnx_node;

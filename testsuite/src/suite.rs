@@ -13,6 +13,7 @@ use kiln_backend_cranelift::CraneliftBackend;
 use kiln_executor::backends::InterpBackend;
 use kiln_executor::{Backend, Params, Target, build_with};
 use kiln_ir::{DType, Module, NDArray};
+use kiln_rewrite::{PassContext, PassReport};
 use proptest::test_runner::{Config, RngSeed};
 
 use crate::ops::Tol;
@@ -88,9 +89,21 @@ impl ExecBackend {
         bound: &Params,
         opt_level: u8,
     ) -> Result<Vec<NDArray>, String> {
+        Ok(self.run_reported(m, inputs, bound, opt_level)?.0)
+    }
+
+    /// [`Self::run`] under any pass context, also returning the optimizer's report.
+    pub fn run_reported(
+        &self,
+        m: &Module,
+        inputs: &BTreeMap<String, NDArray>,
+        bound: &Params,
+        opts: impl Into<PassContext>,
+    ) -> Result<(Vec<NDArray>, PassReport), String> {
         let target: Target = self.target.parse().map_err(|e| format!("{e}"))?;
-        let lib = build_with(m, &target, bound, opt_level, (self.make)())
+        let lib = build_with(m, &target, bound, opts, (self.make)())
             .map_err(|e| format!("build: {e}"))?;
+        let report = lib.pass_report().clone();
         let mut ex = lib.create_executor().map_err(|e| e.to_string())?;
         for (name, v) in inputs {
             if !bound.contains_key(name) {
@@ -99,7 +112,7 @@ impl ExecBackend {
             }
         }
         ex.run().map_err(|e| format!("run: {e}"))?;
-        ex.outputs().map_err(|e| e.to_string())
+        Ok((ex.outputs().map_err(|e| e.to_string())?, report))
     }
 }
 

@@ -4,16 +4,21 @@
 //! written once (`graph_suite`) and instantiated per backend of
 //! [`kiln_testsuite::suite::EXEC_BACKENDS`] × opt level 0..=3 by `instantiate!`; a new
 //! backend is one more line there. A failure is shrunk by proptest and printed as text IR
-//! with its seed (save it under `tests/cases/` to replay it). Cases a backend declares
-//! unsupported are skipped and counted on stderr. `KILN_CASES` raises the case count,
+//! with its seed (save it under `tests/cases/` to replay it); a failure at opt level > 0
+//! that passes at opt level 0 also names the pass (and rewrite rule) that moves the
+//! output. Cases a backend declares unsupported are skipped and counted on stderr, and
+//! so are what the passes did (fusion, folding, equality saturation and the rules that
+//! fired): at the default case count every opt level must change some graphs. `KILN_CASES` raises the case count,
 //! `KILN_SEED` picks the seed (`random` for a fresh one), `KILN_TOL_SCALE` scales the
 //! tolerances.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kiln_testsuite::graphs::{Outcome, check, graph_spec};
-use kiln_testsuite::suite::{EXEC_BACKENDS, config, exec_backend, rng_seed};
-use proptest::test_runner::{TestCaseError, TestRunner};
+use kiln_testsuite::exercised::OptCounts;
+use kiln_testsuite::graphs::{Outcome, check_diagnosed, check_reported, graph_spec};
+use kiln_testsuite::suite::{EXEC_BACKENDS, cases, config, exec_backend, rng_seed};
+use proptest::test_runner::{TestCaseError, TestError, TestRunner};
 
 /// Default cases per (backend, opt level) instantiation.
 const CASES: u32 = 96;
@@ -24,9 +29,15 @@ const MAX_NODES: usize = 8;
 fn graph_suite(backend: &str, opt_level: u8) {
     let backend = exec_backend(backend).expect("registered backend");
     let (passed, unsupported) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let counts = Mutex::new(OptCounts::default());
     let mut runner = TestRunner::new(config(CASES));
     let result = runner.run(&graph_spec(MAX_NODES), |spec| {
-        match check(&spec, backend, opt_level).map_err(TestCaseError::fail)? {
+        let (outcome, report) = check_reported(&spec, backend, opt_level)
+            .map_err(|f| TestCaseError::fail(f.message))?;
+        if let Some(report) = report {
+            counts.lock().unwrap().record(&report);
+        }
+        match outcome {
             Outcome::Pass => passed.fetch_add(1, Ordering::Relaxed),
             Outcome::Unsupported(op, d) => {
                 eprintln!("{}: skipped, `{op}` on {d} is unsupported", backend.name);
@@ -35,14 +46,41 @@ fn graph_suite(backend: &str, opt_level: u8) {
         };
         Ok(())
     });
+    let counts = counts.into_inner().unwrap();
     eprintln!(
-        "{} -O{opt_level}: {} passed, {} unsupported (skipped)",
+        "{} -O{opt_level}: {} passed, {} unsupported (skipped); {counts}",
         backend.name,
         passed.load(Ordering::Relaxed),
         unsupported.load(Ordering::Relaxed)
     );
-    if let Err(e) = result {
-        panic!("{e}\nproptest seed: {:?} (KILN_SEED)", rng_seed());
+    match result {
+        // The shrunk case again, with the pass (and rule) that moves its output.
+        Err(TestError::Fail(_, spec)) => {
+            let message = match check_diagnosed(&spec, backend, opt_level) {
+                Err(m) => m,
+                Ok(_) => "the shrunk case passes when run again (flaky?)".to_string(),
+            };
+            panic!("{message}\nproptest seed: {:?} (KILN_SEED)", rng_seed());
+        }
+        Err(e) => panic!("{e}\nproptest seed: {:?} (KILN_SEED)", rng_seed()),
+        Ok(()) => {}
+    }
+    // The suite must exercise the optimizer, not only the backends: at the default
+    // case count each opt level's passes change some of the random graphs.
+    if cases(CASES) >= CASES {
+        let expect: &[(&str, u8)] = &[("fused", 1), ("folded", 2), ("eqsat", 3)];
+        for &(label, level) in expect {
+            if opt_level >= level {
+                assert!(
+                    counts.get(label) > 0,
+                    "{} -O{opt_level}: no build was {label}; {counts}",
+                    backend.name
+                );
+            }
+        }
+        if opt_level == 0 {
+            assert_eq!(counts.get("fused"), 0, "-O0 fuses nothing; {counts}");
+        }
     }
 }
 

@@ -1,11 +1,12 @@
 //! The suite finds real backend bugs and shrinks them: with an off-by-one planted in the
 //! `cpu` backend's loop lowering (`kiln_backend_cranelift::testing::plant_bug`), the
 //! random-graph suite must fail on `cpu`, proptest must shrink the failure to a graph of
-//! at most 3 ops, and that graph must pass again once the bug is switched off. The switch
+//! at most 3 ops, its diagnosis must blame the backend (it fails at opt level 0 too), not
+//! a pass, and that graph must pass again once the bug is switched off. The switch
 //! is process-wide, so this is the only test in its binary.
 
 use kiln_backend_cranelift::testing::{Bug, plant_bug};
-use kiln_testsuite::graphs::{GraphSpec, case_text, check, graph_spec};
+use kiln_testsuite::graphs::{GraphSpec, case_text, check, check_diagnosed, graph_spec};
 use kiln_testsuite::suite::{config, exec_backend};
 use proptest::test_runner::{TestCaseError, TestError, TestRunner};
 
@@ -55,6 +56,13 @@ fn planted_off_by_one_is_found_and_shrunk() {
         "shrunk case has {} ops:\n{}",
         built.ops.len(),
         case_text(&built)
+    );
+    // The diagnosis a suite failure prints: a backend bug fails at opt level 0 too, so
+    // no pass is blamed.
+    let diagnosed = check_diagnosed(&shrunk, cpu, 2).unwrap_err();
+    assert!(
+        diagnosed.contains("fails at opt level 0 on cpu too (not the optimizer)"),
+        "{diagnosed}"
     );
     plant_bug(None);
     check(&shrunk, cpu, 2).expect("the shrunk case passes without the bug");

@@ -1,12 +1,13 @@
 //! Saved cases: every `tests/cases/*.relay` (a module in the text form, as a failing
 //! random-graph case prints it, with its `// kiln-case seed=... fill=...` header) runs on
-//! every registered backend at every opt level against the reference interpreter. To keep
-//! a failure found by `tests/graphs.rs` as a regression test, save its printed case there.
+//! every registered backend at every opt level against the reference interpreter (a
+//! failure at opt level > 0 names the pass that moves the output). To keep a failure
+//! found by `tests/graphs.rs` as a regression test, save its printed case there.
 
 use std::path::Path;
 
 use kiln_testsuite::cases::replay;
-use kiln_testsuite::graphs::{Outcome, check_built, reference};
+use kiln_testsuite::graphs::{Outcome, check_built_diagnosed, reference};
 use kiln_testsuite::suite::{EXEC_BACKENDS, OPT_LEVELS};
 
 #[test]
@@ -28,7 +29,7 @@ fn saved_cases_pass_on_every_backend() {
             .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         for backend in EXEC_BACKENDS {
             for opt in OPT_LEVELS {
-                match check_built(&built, &want, backend, opt) {
+                match check_built_diagnosed(&built, &want, backend, opt) {
                     Ok(Outcome::Pass) => passed += 1,
                     Ok(Outcome::Unsupported(op, d)) => {
                         eprintln!(

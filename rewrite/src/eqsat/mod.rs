@@ -4,7 +4,8 @@
 //! type-checked ([`rule`], [`analysis`]); a sharing-aware extraction ([`extract`]) picks
 //! the cheapest program under the cost model ([`cost`]), which is kept only if it costs
 //! less than the input. [`check`] tests a rule's soundness against the reference
-//! interpreter.
+//! interpreter. The pass drops the rules its context switches off
+//! (`PassContext::disabled_rules`, by rule or family name) before it saturates.
 
 pub mod analysis;
 pub mod check;
@@ -15,7 +16,7 @@ pub mod lang;
 pub mod rule;
 pub mod rules;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,7 +28,7 @@ pub use cost::{CostModel, FlopsBytes, function_cost};
 pub use rule::{FnRule, Rule, Term};
 
 use crate::error::{Error, Result};
-use crate::pass::{Pass, PassContext, PassInfo, PassOutcome};
+use crate::pass::{Pass, PassContext, PassInfo, PassOutcome, RuleInfo};
 use analysis::{EGraph, TypeAnalysis};
 use lang::Node;
 
@@ -82,6 +83,8 @@ pub struct SaturationStats {
     pub rejected: usize,
     /// Whether the extracted program replaced the input (it was cheaper).
     pub changed: bool,
+    /// Per rule that added equations: how many (egg's count of unions it made).
+    pub applied: BTreeMap<String, usize>,
 }
 
 /// The equality-saturation pass (opt level 3; runs before fusion, on every global
@@ -124,6 +127,10 @@ impl EqSat {
             .with_time_limit(self.config.time_limit)
             .run(&rewrites);
         let saturate_ms = t.elapsed().as_secs_f64() * 1e3;
+        let mut applied = BTreeMap::<String, usize>::new();
+        for (rule, n) in runner.iterations.iter().flat_map(|i| &i.applied) {
+            *applied.entry(rule.to_string()).or_default() += n;
+        }
         // A run stopped by a limit may end between applying and rebuilding.
         let mut g = runner.egraph;
         g.rebuild();
@@ -171,6 +178,7 @@ impl EqSat {
             cost_after: cost_before,
             rejected: g.analysis.rejected,
             changed: false,
+            applied,
         };
         match best {
             Some((out, cost)) if cost < cost_before => {
@@ -217,7 +225,38 @@ impl Pass for EqSat {
         }
     }
 
-    fn run(&self, module: &Module, _ctx: &PassContext) -> Result<PassOutcome> {
+    fn rules(&self) -> Vec<RuleInfo> {
+        self.rules
+            .iter()
+            .map(|r| RuleInfo {
+                name: r.name().to_string(),
+                family: r.family().to_string(),
+            })
+            .collect()
+    }
+
+    fn run(&self, module: &Module, ctx: &PassContext) -> Result<PassOutcome> {
+        if self
+            .rules
+            .iter()
+            .any(|r| !ctx.rule_enabled(r.name(), r.family()))
+        {
+            let on = EqSat {
+                config: self.config.clone(),
+                rules: self
+                    .rules
+                    .iter()
+                    .filter(|r| ctx.rule_enabled(r.name(), r.family()))
+                    .cloned()
+                    .collect(),
+                cost: self.cost.clone(),
+            };
+            let mut all_on = ctx.clone();
+            all_on.disabled_rules.clear();
+            let out = on.run(module, &all_on)?;
+            let off = self.rules.len() - on.rules.len();
+            return Ok(out.detail("rules_disabled", off));
+        }
         let mut m = module.clone();
         let mut details: Vec<(String, String)> = vec![];
         let names: Vec<(String, ExprId)> = module.globals().to_vec();
@@ -249,6 +288,11 @@ impl Pass for EqSat {
             d("cost_before", format!("{:.4e}", s.cost_before));
             d("cost_after", format!("{:.4e}", s.cost_after));
             d("rejected", s.rejected.to_string());
+            if !s.applied.is_empty() {
+                let applied: Vec<String> =
+                    s.applied.iter().map(|(r, n)| format!("{r}:{n}")).collect();
+                d("applied", applied.join(","));
+            }
         }
         let mut out = PassOutcome::new(m);
         out.details = details;

@@ -299,7 +299,17 @@ impl Builder {
                 if a.ty.dtype == DType::Bool
                     || (!a.ty.dtype.is_float()
                         && !matches!(k, UnaryKind::Relu | UnaryKind::Negative | UnaryKind::Abs))
-                    || (matches!(k, UnaryKind::Exp | UnaryKind::Rsqrt) && !exact_only(&a))
+                    // Rounding is discontinuous; `log` near 0 turns a subnormal-sized
+                    // difference (`sigmoid` of a large negative value) into any other.
+                    || (matches!(
+                        k,
+                        UnaryKind::Exp
+                            | UnaryKind::Rsqrt
+                            | UnaryKind::Log
+                            | UnaryKind::Floor
+                            | UnaryKind::Ceil
+                            | UnaryKind::Round
+                    ) && !exact_only(&a))
                 {
                     return false;
                 }
