@@ -12,7 +12,7 @@ use crate::ops::ACCUM;
 
 /// A saved case (`tests/cases/*.relay`): the module text, with an optional
 /// `// kiln-case seed=N fill=f0,f1,...` header line choosing the inputs' values (default:
-/// seed 0, uniform fills); weight params (`w0`, `wpos1`, `widx2`: [`Weight`]) are bound at build time with
+/// seed 0, uniform fills); weight params (`w0`, `wpos1`, `widx2`, `wdiv3`: [`Weight`]) are bound at build time with
 /// the values the generator gave them. The tolerance is
 /// [`ACCUM`] scaled by the number of calls (saved cases carry no per-op record).
 pub fn replay(text: &str) -> Result<Built, String> {

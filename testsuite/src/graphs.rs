@@ -203,6 +203,10 @@ pub enum Weight {
     Positive,
     /// Integers in `[-12, 12]`: `take` indices, in range, negative and past the end.
     Index,
+    /// Modulo divisors: never zero; floats are signed powers of two (±0.5, ±1, ±2, ±4),
+    /// so the quotient is exact and the lowered `x - trunc(x / y) * y` is IEEE's exact
+    /// fmod; integers are in ±{2, 3, 5, 7} (no -1: `INT_MIN % -1` traps on some hosts).
+    Divisor,
 }
 
 impl Weight {
@@ -212,14 +216,20 @@ impl Weight {
             Weight::Plain => "w",
             Weight::Positive => "wpos",
             Weight::Index => "widx",
+            Weight::Divisor => "wdiv",
         }
     }
 
     /// The kind and number of a weight parameter called `name`, if it is one.
     pub fn parse(name: &str) -> Option<(Weight, usize)> {
-        [Weight::Index, Weight::Positive, Weight::Plain]
-            .into_iter()
-            .find_map(|w| Some((w, name.strip_prefix(w.prefix())?.parse().ok()?)))
+        [
+            Weight::Index,
+            Weight::Positive,
+            Weight::Divisor,
+            Weight::Plain,
+        ]
+        .into_iter()
+        .find_map(|w| Some((w, name.strip_prefix(w.prefix())?.parse().ok()?)))
     }
 }
 
@@ -231,6 +241,20 @@ pub fn weight_values(kind: Weight, k: usize, t: &TensorType, seed: u64) -> NDArr
         Weight::Plain => NDArray::random(shape, t.dtype, s),
         Weight::Positive => NDArray::random_uniform(shape, t.dtype, s, 0.1, 2.0),
         Weight::Index => NDArray::random_uniform(shape, t.dtype, s, -12.0, 12.0),
+        Weight::Divisor => {
+            let n: usize = shape.iter().product();
+            let picks = NDArray::random_uniform(vec![n], DType::I64, s, 0.0, 8.0).to_i64_vec();
+            let table: [f64; 8] = if t.dtype.is_float() {
+                [0.5, 1.0, 2.0, 4.0, -0.5, -1.0, -2.0, -4.0]
+            } else {
+                [2.0, 3.0, 5.0, 7.0, -2.0, -3.0, -5.0, -7.0]
+            };
+            let v = picks
+                .iter()
+                .map(|&k| table[k.rem_euclid(8) as usize])
+                .collect();
+            NDArray::from_f64(shape, t.dtype, v).expect("divisor values fit the shape")
+        }
     }
 }
 

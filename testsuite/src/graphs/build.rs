@@ -108,9 +108,15 @@ fn exact_op(kind: Kind, dtype: DType) -> bool {
     // Equal values, but `rsqrt` or a division tells them apart.
     match kind {
         Kind::Unary(k) => matches!(k, UnaryKind::Negative | UnaryKind::Abs),
+        // Float modulo: the lowered `x - trunc(x / y) * y` gives +0 where fmod keeps
+        // the dividend's -0 (equal values, but a later division tells them apart).
         Kind::Binary(k) => !matches!(
             k,
-            BinaryKind::Power | BinaryKind::Maximum | BinaryKind::Minimum
+            BinaryKind::Power
+                | BinaryKind::Maximum
+                | BinaryKind::Minimum
+                | BinaryKind::FloorMod
+                | BinaryKind::TruncMod
         ),
         Kind::Cast | Kind::Where => true,
         Kind::Clip | Kind::Pool(_) | Kind::GlobalPool(_) | Kind::Reduce(_) => false,
@@ -331,14 +337,18 @@ impl Builder {
                     a.clone()
                 };
                 let df = a.ty.dtype.is_float();
-                // Modulo is left to the op suite, which picks its divisors: integer
-                // modulo by zero is an error, and float modulo is discontinuous (the
-                // quotient's truncation jumps by the divisor) while the lowered
-                // `x - trunc(x / y) * y` is not IEEE's exact fmod, so a one-ulp quotient
-                // difference moves the result by `y`.
+                // Modulo divides by a weight of safe divisors (never zero; powers of two
+                // for floats, so the lowered fmod is exact): modulo by a computed value
+                // would divide by zero (an error for integers) or sit on the float
+                // quotient's jumps, where one ulp moves the result by the divisor.
                 let modulo = matches!(k, BinaryKind::FloorMod | BinaryKind::TruncMod);
+                let rhs = if modulo {
+                    let shape = a.ty.shape.last().map(|&d| vec![d]).unwrap_or_default();
+                    self.weight_of(Weight::Divisor, shape, a.ty.dtype)
+                } else {
+                    rhs
+                };
                 if a.ty.dtype == DType::Bool
-                    || modulo
                     || (matches!(k, BinaryKind::Divide | BinaryKind::Power) && !df)
                     || (cmp && df && !(a.exact && rhs.exact))
                     || (k == BinaryKind::Divide && df && !rhs.exact)
