@@ -18,6 +18,7 @@ use kiln_ir::{DType, ExprId, NDArray};
 
 use crate::convert::{Importer, Node};
 use crate::error::{Error, Result};
+use crate::ops::extreme_identity;
 
 /// The ONNX op types this module converts.
 pub const SUPPORTED: &[&str] = &[
@@ -614,41 +615,11 @@ fn scatter_rows(
         "mul" => (1.0, R::Prod),
         "max" | "min" => {
             let max = reduction == "max";
-            let v = match dt {
-                d if d.is_float() => {
-                    if max {
-                        f64::NEG_INFINITY
-                    } else {
-                        f64::INFINITY
-                    }
-                }
-                DType::I8 => {
-                    if max {
-                        i8::MIN as f64
-                    } else {
-                        i8::MAX as f64
-                    }
-                }
-                DType::U8 => {
-                    if max {
-                        0.0
-                    } else {
-                        u8::MAX as f64
-                    }
-                }
-                DType::I32 => {
-                    if max {
-                        i32::MIN as f64
-                    } else {
-                        i32::MAX as f64
-                    }
-                }
-                d => {
-                    return Err(Error::Unsupported(format!(
-                        "scatter with reduction {reduction} on {d}"
-                    )));
-                }
-            };
+            let v = extreme_identity(dt, max)
+                .filter(|_| dt != DType::Bool)
+                .ok_or_else(|| {
+                    Error::Unsupported(format!("scatter with reduction {reduction} on {dt}"))
+                })?;
             (v, if max { R::Max } else { R::Min })
         }
         other => {

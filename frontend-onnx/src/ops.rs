@@ -1944,49 +1944,12 @@ fn reduce_extreme(
                 false => Some(t.shape[d]),
             })
             .collect();
-        let v = match t.dtype {
-            DType::Bool => {
-                if max {
-                    0.0
-                } else {
-                    1.0
-                }
-            }
-            d if d.is_float() => {
-                if max {
-                    f64::NEG_INFINITY
-                } else {
-                    f64::INFINITY
-                }
-            }
-            DType::I8 => {
-                if max {
-                    i8::MIN as f64
-                } else {
-                    i8::MAX as f64
-                }
-            }
-            DType::U8 => {
-                if max {
-                    0.0
-                } else {
-                    u8::MAX as f64
-                }
-            }
-            DType::I32 => {
-                if max {
-                    i32::MIN as f64
-                } else {
-                    i32::MAX as f64
-                }
-            }
-            _ => {
-                let v = if max { i64::MIN } else { i64::MAX };
-                return Ok(imp.constant(NDArray::from_vec(
-                    shape.clone(),
-                    vec![v; shape.iter().product()],
-                )?));
-            }
+        let Some(v) = extreme_identity(t.dtype, max) else {
+            let v = if max { i64::MIN } else { i64::MAX };
+            return Ok(imp.constant(NDArray::from_vec(
+                shape.clone(),
+                vec![v; shape.iter().product()],
+            )?));
         };
         return Ok(imp.constant(NDArray::full(shape, t.dtype, v)));
     }
@@ -1997,6 +1960,21 @@ fn reduce_extreme(
         return cast(imp, y, DType::Bool);
     }
     imp.reduce(kind, x, axes, keep)
+}
+
+/// The identity of a max (`max`) or min reduction over `dtype`, as an f64: the dtype's
+/// lowest or highest value (bool: 0 or 1); `None` for int64, whose extremes an f64 does
+/// not hold.
+pub(crate) fn extreme_identity(dtype: DType, max: bool) -> Option<f64> {
+    let (lowest, highest) = match dtype {
+        DType::Bool => (0.0, 1.0),
+        d if d.is_float() => (f64::NEG_INFINITY, f64::INFINITY),
+        DType::I8 => (i8::MIN as f64, i8::MAX as f64),
+        DType::U8 => (0.0, u8::MAX as f64),
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        _ => return None,
+    };
+    Some(if max { lowest } else { highest })
 }
 
 fn argmax(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
