@@ -997,17 +997,28 @@ fn conv(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         )
     };
     let group = n.int("group", 1);
-    let mut y = imp.call(
-        op::Conv2d {
-            strides,
-            padding,
-            dilation: dilations,
-            groups: usize::try_from(group)
-                .map_err(|_| Error::InvalidModel(format!("group {group}")))?,
-            ..op::Conv2d::default()
-        },
-        &[x4, w4],
-    )?;
+    let conv = op::Conv2d {
+        strides,
+        padding,
+        dilation: dilations,
+        groups: usize::try_from(group)
+            .map_err(|_| Error::InvalidModel(format!("group {group}")))?,
+        ..op::Conv2d::default()
+    };
+    conv_with_bias(imp, n, conv, x4, w4, lifted)
+}
+
+/// `conv(x, w)`, plus the node's optional bias (input 2) on the channel axis; a 1-D
+/// convolution `lifted` to 2-D (a unit height axis) drops that axis again.
+fn conv_with_bias(
+    imp: &mut Importer,
+    n: &Node,
+    conv: op::Conv2d,
+    x: ExprId,
+    w: ExprId,
+    lifted: bool,
+) -> Result<Vec<ExprId>> {
+    let mut y = imp.call(conv, &[x, w])?;
     if let Some(b) = imp.opt_input(n, 2)? {
         y = imp.call(op::BiasAdd { axis: 1 }, &[y, b])?;
     }
@@ -1148,24 +1159,14 @@ fn conv_transpose(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     } else {
         [dilations[0], dilations[1]]
     };
-    let mut out = imp.call(
-        op::Conv2d {
-            strides: [1, 1],
-            padding,
-            dilation: dil,
-            groups: group,
-            ..op::Conv2d::default()
-        },
-        &[y, wc],
-    )?;
-    if let Some(b) = imp.opt_input(n, 2)? {
-        out = imp.call(op::BiasAdd { axis: 1 }, &[out, b])?;
-    }
-    if lifted {
-        let s = imp.shape(out)?;
-        out = imp.reshape(out, &[s[0], s[1], s[3]])?;
-    }
-    Ok(vec![out])
+    let conv = op::Conv2d {
+        strides: [1, 1],
+        padding,
+        dilation: dil,
+        groups: group,
+        ..op::Conv2d::default()
+    };
+    conv_with_bias(imp, n, conv, y, wc, lifted)
 }
 
 fn pool(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
