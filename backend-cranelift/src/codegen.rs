@@ -1894,12 +1894,18 @@ impl Cx<'_, '_> {
                 let one = self.b.ins().f32const(1.0);
                 self.b.ins().fdiv(one, s)
             }
+            // The loop-IR interpreter's stable form: e = exp(-|x|), then
+            // (x >= 0 ? 1 : e) / (1 + e).
             Intrinsic::Sigmoid => {
-                let n = self.b.ins().fneg(x);
+                let a = self.b.ins().fabs(x);
+                let n = self.b.ins().fneg(a);
                 let e = self.host1(Host::Exp, &[n]);
                 let one = self.b.ins().f32const(1.0);
+                let zero = self.b.ins().f32const(0.0);
                 let den = self.b.ins().fadd(one, e);
-                self.b.ins().fdiv(one, den)
+                let pos = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, x, zero);
+                let num = self.b.ins().select(pos, one, e);
+                self.b.ins().fdiv(num, den)
             }
             Intrinsic::Fma => self.b.ins().fma(x, vs[1], vs[2]),
             Intrinsic::Abs => self.b.ins().fabs(x),

@@ -23,6 +23,37 @@ use crate::value::Value;
 use super::util::{self, expect_arity, expect_float, expect_same_dtype, tensor_arg};
 use super::{Op, OpPattern, OpSpec};
 
+/// IEEE 754-2019 `maximum` in `f64`, the reference's float `maximum` (and `clip`,
+/// max reductions and max pools): NaN when either operand is NaN, otherwise the
+/// larger, with `+0` larger than `-0` (the loop IR's float `Max` contract; Rust's
+/// `f64::max` returns the non-NaN operand and may pick either zero).
+pub fn fmaximum(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if a == b {
+        // Equal values differ at most in the sign of zero.
+        if a.is_sign_negative() { b } else { a }
+    } else if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// IEEE 754-2019 `minimum` in `f64`: NaN when either operand is NaN, otherwise the
+/// smaller, with `-0` smaller than `+0`.
+pub fn fminimum(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if a == b {
+        if a.is_sign_negative() { a } else { b }
+    } else if a < b {
+        a
+    } else {
+        b
+    }
+}
+
 /// Names of the ops in this family.
 pub const NAMES: &[&str] = &[
     "nn.relu",
@@ -604,7 +635,8 @@ impl BinaryKind {
     }
 
     /// The arithmetic on two `f64` with IEEE semantics (only for non-comparison
-    /// kinds); `maximum` and `minimum` propagate NaN as numpy does.
+    /// kinds); `maximum` and `minimum` are IEEE 754-2019 `maximum`/`minimum`
+    /// ([`fmaximum`], [`fminimum`]): NaN propagates as numpy does, and `-0 < +0`.
     pub fn apply_f64(self, a: f64, b: f64) -> f64 {
         match self {
             BinaryKind::Add => a + b,
@@ -612,9 +644,8 @@ impl BinaryKind {
             BinaryKind::Multiply => a * b,
             BinaryKind::Divide => a / b,
             BinaryKind::Power => a.powf(b),
-            BinaryKind::Maximum | BinaryKind::Minimum if a.is_nan() || b.is_nan() => f64::NAN,
-            BinaryKind::Maximum => a.max(b),
-            BinaryKind::Minimum => a.min(b),
+            BinaryKind::Maximum => fmaximum(a, b),
+            BinaryKind::Minimum => fminimum(a, b),
             // `%` on f64 is C's fmod: exact, the sign of the dividend.
             BinaryKind::TruncMod => a % b,
             BinaryKind::FloorMod => {
@@ -825,7 +856,8 @@ impl OpSpec for Clip {
         Ok(Type::Tensor(t.clone()))
     }
 
-    /// Floats clamp in `f64` (NaN stays NaN). Integer tensors first convert the bounds
+    /// Floats clamp in `f64` as `minimum(maximum(x, a_min), a_max)` (NaN stays NaN,
+    /// `-0 < +0`, as the loop IR's float `Max`/`Min`). Integer tensors first convert the bounds
     /// to their dtype as `cast` would (truncate toward zero, saturate), as TVM does,
     /// then clamp exactly.
     fn eval(&self, args: &[Value], _out: &Type) -> Result<Value> {
@@ -833,7 +865,7 @@ impl OpSpec for Clip {
         let dtype = x.dtype();
         let (lo, hi) = (self.a_min.0, self.a_max.0);
         let data = if dtype.is_float() {
-            let clamp = |v: f64| if v.is_nan() { v } else { v.max(lo).min(hi) };
+            let clamp = |v: f64| fminimum(fmaximum(v, lo), hi);
             Data::from_f64(dtype, x.to_f64_vec().into_iter().map(clamp))
         } else {
             let bound = |v: f64| Data::from_f64(dtype, [v]).to_i64()[0];
@@ -1015,6 +1047,84 @@ mod tests {
             Err(e @ Error::Type { .. }) => e.to_string(),
             other => panic!("{op}: expected a type error, got {other:?}"),
         }
+    }
+
+    /// The bit patterns of a float32 tensor (to tell `-0` from `+0` and compare NaN).
+    fn bits(t: &NDArray) -> Vec<u32> {
+        t.to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect()
+    }
+
+    #[test]
+    fn maximum_minimum_are_ieee_on_signed_zeros_and_nan() {
+        let (p, n, nan) = (0.0f64, -0.0f64, f64::NAN);
+        for (a, b) in [(p, n), (n, p), (p, p), (n, n)] {
+            let both_neg = a.is_sign_negative() && b.is_sign_negative();
+            let either_neg = a.is_sign_negative() || b.is_sign_negative();
+            assert!(fmaximum(a, b) == 0.0 && fminimum(a, b) == 0.0);
+            assert_eq!(fmaximum(a, b).is_sign_negative(), both_neg, "max({a}, {b})");
+            assert_eq!(
+                fminimum(a, b).is_sign_negative(),
+                either_neg,
+                "min({a}, {b})"
+            );
+        }
+        for (a, b) in [(nan, p), (n, nan), (nan, 1.0), (-1.0, nan), (nan, nan)] {
+            assert!(
+                fmaximum(a, b).is_nan() && fminimum(a, b).is_nan(),
+                "{a}, {b}"
+            );
+        }
+        assert_eq!((fmaximum(-1.0, 2.0), fminimum(-1.0, 2.0)), (2.0, -1.0));
+        assert_eq!(
+            fmaximum(f64::NEG_INFINITY, -0.0).to_bits(),
+            (-0.0f64).to_bits()
+        );
+
+        // The ops, float32 (fast path) and float16 (generic path), both operand orders.
+        let a = [0.0f32, -0.0, -0.0, 0.0, f32::NAN, 1.0, -0.0];
+        let b = [-0.0f32, 0.0, -0.0, 0.0, -0.0, f32::NAN, -1.0];
+        let (pz, nz) = (0.0f32.to_bits(), (-0.0f32).to_bits());
+        let nanb = f32::NAN.to_bits();
+        let want_max = [pz, pz, nz, pz, nanb, nanb, nz];
+        let want_min = [nz, nz, nz, pz, nanb, nanb, (-1.0f32).to_bits()];
+        for (kind, want) in [
+            (BinaryKind::Maximum, want_max),
+            (BinaryKind::Minimum, want_min),
+        ] {
+            for (x, y) in [(&a, &b), (&b, &a)] {
+                let got = run(Binary::new(kind), &[f32s(&[7], x), f32s(&[7], y)]).unwrap();
+                assert_eq!(bits(&got), want, "{kind:?}");
+                let (xh, yh) = (
+                    f32s(&[7], x).cast(DType::F16),
+                    f32s(&[7], y).cast(DType::F16),
+                );
+                let got = run(Binary::new(kind), &[xh, yh])
+                    .unwrap()
+                    .cast(DType::F32);
+                assert_eq!(bits(&got), want, "{kind:?} float16");
+            }
+        }
+    }
+
+    #[test]
+    fn clip_and_relu_on_signed_zeros_and_nan() {
+        let x = f32s(&[4], &[-0.0, 0.0, f32::NAN, -3.0]);
+        let (pz, nz) = (0.0f32.to_bits(), (-0.0f32).to_bits());
+        let nanb = f32::NAN.to_bits();
+        // clip = minimum(maximum(x, a_min), a_max): -0 against a +0 bound is +0.
+        let got = run(Clip::new(0.0, 6.0), std::slice::from_ref(&x)).unwrap();
+        assert_eq!(bits(&got), [pz, pz, nanb, pz]);
+        let got = run(Clip::new(-1.0, 0.0), std::slice::from_ref(&x)).unwrap();
+        assert_eq!(bits(&got), [nz, pz, nanb, (-1.0f32).to_bits()]);
+        let got = run(Clip::new(-0.0, 0.0), std::slice::from_ref(&x)).unwrap();
+        assert_eq!(bits(&got), [nz, pz, nanb, nz]);
+        // relu is `x < 0 ? 0 : x`, as the loop IR's: relu(-0) = -0, NaN stays.
+        let got = run(Unary::new(UnaryKind::Relu), std::slice::from_ref(&x)).unwrap();
+        assert_eq!(bits(&got), [nz, pz, nanb, pz]);
     }
 
     fn f32s(shape: &[usize], v: &[f32]) -> NDArray {

@@ -11,6 +11,7 @@ use crate::tensor::{Data, NDArray};
 use crate::ty::{TensorType, Type, fmt_shape};
 use crate::value::Value;
 
+use super::elemwise::fmaximum;
 use super::util::{
     expect_arity, expect_float, expect_rank, expect_same_dtype, normalize_axis, out_tensor,
     tensor_arg, tensors,
@@ -232,7 +233,8 @@ trait Num: Copy + PartialOrd {
     fn mul(self, o: Self) -> Self;
     /// The smallest finite value of `dtype` (what an empty max-pool window yields).
     fn lowest(dtype: DType) -> Self;
-    fn is_nan(self) -> bool;
+    /// The larger of two values (floats: [`fmaximum`]).
+    fn maximum(self, o: Self) -> Self;
     fn read(t: &NDArray) -> Vec<Self>;
     fn write(dtype: DType, v: Vec<Self>) -> Data;
 }
@@ -245,8 +247,8 @@ impl Num for f64 {
     fn mul(self, o: f64) -> f64 {
         self * o
     }
-    fn is_nan(self) -> bool {
-        f64::is_nan(self)
+    fn maximum(self, o: f64) -> f64 {
+        fmaximum(self, o)
     }
     fn lowest(dtype: DType) -> f64 {
         match dtype {
@@ -270,8 +272,8 @@ impl Num for i64 {
     fn mul(self, o: i64) -> i64 {
         self.wrapping_mul(o)
     }
-    fn is_nan(self) -> bool {
-        false
+    fn maximum(self, o: i64) -> i64 {
+        self.max(o)
     }
     fn lowest(dtype: DType) -> i64 {
         match dtype {
@@ -289,13 +291,10 @@ impl Num for i64 {
     }
 }
 
-/// The larger of `m` and `e`; NaN wins (as numpy's `max`).
+/// The larger of `m` and `e`: on floats IEEE 754-2019 `maximum` (NaN wins, as
+/// numpy's `max`; `+0` is larger than `-0`), on integers the larger value.
 fn max_nan<T: Num>(m: T, e: T) -> T {
-    if m.is_nan() || !(e > m || e.is_nan()) {
-        m
-    } else {
-        e
-    }
+    m.maximum(e)
 }
 
 /// Requires a float or integer dtype (not bool).
@@ -2384,7 +2383,7 @@ mod tests {
                             }
                             if ih >= 0 && iw >= 0 && ih < h as isize && iw < w as isize {
                                 let e = x[(plane * h + ih as usize) * w + iw as usize];
-                                max = max.max(e);
+                                max = fmaximum(max, e);
                                 sum += e;
                                 count += 1;
                             }
@@ -2442,6 +2441,38 @@ mod tests {
             let want = NDArray::from_f64(vec![n, c, oh, ow], DType::F32, want).unwrap();
             prop_assert!(got.allclose(&want, 1e-6, 1e-6).is_ok());
         }
+    }
+
+    #[test]
+    fn max_pools_take_ieee_maximum_on_signed_zeros_and_nan() {
+        // Windows of two: (-0, +0) and (+0, -0) both give +0; a NaN anywhere wins.
+        let x = f32s(
+            &[1, 1, 1, 8],
+            &[-0.0, 0.0, 0.0, -0.0, f64::NAN, -0.0, 0.0, f64::NAN],
+        );
+        let op = Pool2d {
+            strides: [1, 2],
+            ..Pool2d::new(PoolKind::Max, [1, 2])
+        };
+        let got = run1(op, &[x]).to_vec::<f32>().unwrap();
+        assert_eq!(
+            got[..2].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            [0, 0]
+        );
+        assert!(got[2].is_nan() && got[3].is_nan());
+        let x = f32s(&[1, 3, 1, 2], &[-0.0, 0.0, 0.0, -0.0, f64::NAN, -0.0]);
+        let got = run1(
+            GlobalPool2d {
+                kind: PoolKind::Max,
+            },
+            &[x],
+        );
+        let got = got.to_vec::<f32>().unwrap();
+        assert_eq!(
+            got[..2].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            [0, 0]
+        );
+        assert!(got[2].is_nan());
     }
 
     #[test]

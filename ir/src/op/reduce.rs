@@ -11,6 +11,7 @@ use crate::tensor::{Data, NDArray, row_major_strides};
 use crate::ty::{TensorType, Type};
 use crate::value::Value;
 
+use super::elemwise::{fmaximum, fminimum};
 use super::util::{self, expect_arity, expect_float, tensor_arg};
 use super::{Op, OpPattern, OpSpec};
 
@@ -197,22 +198,19 @@ impl OpSpec for Reduce {
                     }
                     acc
                 }
-                // NaN wins: once an accumulator is NaN no comparison replaces it.
+                // IEEE 754-2019 maximum/minimum: NaN wins (once an accumulator is NaN it
+                // stays NaN) and `-0 < +0`, whatever the order of the elements.
                 ReduceKind::Max => {
                     let mut acc = vec![f64::NEG_INFINITY; n_out];
                     for (&o, &x) in targets.iter().zip(&v) {
-                        if x.is_nan() || x > acc[o] {
-                            acc[o] = x;
-                        }
+                        acc[o] = fmaximum(acc[o], x);
                     }
                     acc
                 }
                 ReduceKind::Min => {
                     let mut acc = vec![f64::INFINITY; n_out];
                     for (&o, &x) in targets.iter().zip(&v) {
-                        if x.is_nan() || x < acc[o] {
-                            acc[o] = x;
-                        }
+                        acc[o] = fminimum(acc[o], x);
                     }
                     acc
                 }
@@ -525,6 +523,25 @@ mod tests {
             vec![2050.0]
         );
 
+        // Signed zeros: max is +0 and min -0 whatever the order (IEEE 754-2019).
+        let z = NDArray::from_vec([2, 2], vec![-0.0f32, 0.0, 0.0, -0.0]).unwrap();
+        let signs = |kind| -> Vec<bool> {
+            run(reduce(kind, Some(&[1]), false, false), &z)
+                .unwrap()
+                .to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .map(|v| v.is_sign_negative())
+                .collect()
+        };
+        assert_eq!(signs(Max), vec![false, false]);
+        assert_eq!(signs(Min), vec![true, true]);
+        // NaN anywhere wins, before or after a signed zero.
+        let n = NDArray::from_vec([2, 2], vec![f32::NAN, -0.0, 0.0, f32::NAN]).unwrap();
+        for kind in [Max, Min] {
+            let got = run(reduce(kind, Some(&[1]), false, false), &n).unwrap();
+            assert!(got.to_vec::<f32>().unwrap().iter().all(|v| v.is_nan()));
+        }
         // NaN propagates through max/min; empty sums are 0 and empty means NaN.
         let n = NDArray::from_vec([3], vec![1.0f32, f32::NAN, 3.0]).unwrap();
         assert!(
@@ -631,8 +648,8 @@ mod tests {
                     want.push(match kind {
                         ReduceKind::Sum => col.iter().sum(),
                         ReduceKind::Mean => col.iter().sum::<f64>() / n as f64,
-                        ReduceKind::Max => col.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
-                        ReduceKind::Min => col.iter().cloned().fold(f64::INFINITY, f64::min),
+                        ReduceKind::Max => col.iter().cloned().fold(f64::NEG_INFINITY, fmaximum),
+                        ReduceKind::Min => col.iter().cloned().fold(f64::INFINITY, fminimum),
                         ReduceKind::Prod => col.iter().product(),
                     } as f32 as f64);
                 }

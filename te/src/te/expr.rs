@@ -329,7 +329,7 @@ unary_intrinsics!(
     sqrt Sqrt "`sqrt(x)`.",
     rsqrt Rsqrt "`1 / sqrt(x)`.",
     tanh Tanh "`tanh(x)`.",
-    sigmoid Sigmoid "`1 / (1 + exp(-x))`.",
+    sigmoid Sigmoid "The logistic `1 / (1 + exp(-x))` (stable for large `|x|`).",
     erf Erf "The error function.",
     abs Abs "`|x|` (floats and integers).",
     floor Floor "`floor(x)`.",

@@ -177,7 +177,8 @@ pub enum Intrinsic {
     /// `1 / sqrt(x)`.
     Rsqrt,
     Tanh,
-    /// `1 / (1 + exp(-x))`.
+    /// The logistic `1 / (1 + exp(-x))`, in the stable form (`exp(x) / (1 + exp(x))`
+    /// for `x < 0`; see [`crate::tir::interp::sigmoid`]).
     Sigmoid,
     Erf,
     /// `a * b + c`, fused (one rounding).

@@ -1064,6 +1064,15 @@ fn int_floormod(x: i64, y: i64) -> Result<i64> {
     })
 }
 
+/// The logistic function in `f32`, numerically stable: with `e = exp(-|x|)` (never
+/// overflowing), `1 / (1 + e)` for `x >= 0` and `e / (1 + e)` below, so a large
+/// negative `x` gives a tiny positive value (not `0`), a large positive one rounds to
+/// `1`, and NaN stays NaN. Every backend computes this same form.
+pub fn sigmoid(x: f32) -> f32 {
+    let e = (-x.abs()).exp();
+    if x >= 0.0 { 1.0 / (1.0 + e) } else { e / (1.0 + e) }
+}
+
 /// One float intrinsic of one lane, computed in `f32` (before rounding to the dtype).
 fn float_intrinsic(intrinsic: Intrinsic, x: f32, y: f32, z: f32) -> f32 {
     match intrinsic {
@@ -1072,7 +1081,7 @@ fn float_intrinsic(intrinsic: Intrinsic, x: f32, y: f32, z: f32) -> f32 {
         Intrinsic::Sqrt => x.sqrt(),
         Intrinsic::Rsqrt => 1.0 / x.sqrt(),
         Intrinsic::Tanh => x.tanh(),
-        Intrinsic::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        Intrinsic::Sigmoid => sigmoid(x),
         Intrinsic::Erf => erf(x as f64) as f32,
         Intrinsic::Fma => x.mul_add(y, z),
         Intrinsic::Pow => x.powf(y),

@@ -257,10 +257,10 @@ pub fn clip(ctx: &mut Ctx, op: &Clip, args: &[TeValue], out: &Type) -> Result<Te
         )
     };
     ctx.compute(&shape, "T_clip", |i| {
-        let v = x.at(i);
-        // Keeps NaN: a comparison with NaN is false, so NaN passes through.
-        let v = te::select(v.clone().lt(lo.clone()), lo, v);
-        te::select(v.clone().gt(hi.clone()), hi, v)
+        // `min(max(x, a_min), a_max)` as the reference: on floats the loop IR's `Max`
+        // and `Min` are IEEE 754-2019 maximum/minimum, so NaN stays NaN and
+        // `clip(-0, 0, _)` is `+0`.
+        x.at(i).max(lo).min(hi)
     })
 }
 
