@@ -276,10 +276,42 @@ const EDGES: [f32; 7] = [
     2.0,
 ];
 
+/// Runs `m` in the reference and on every backend and checks that every zero has the
+/// reference's sign (values themselves are compared by [`check_all`], which takes `-0`
+/// equal to `+0`).
+fn same_zero_signs(
+    m: &kiln_ir::Module,
+    params: &[(String, kiln_ir::TensorType)],
+    args: &[kiln_ir::NDArray],
+) -> Result<(), String> {
+    let named = params
+        .iter()
+        .map(|(n, _)| n.clone())
+        .zip(args.iter().cloned())
+        .collect();
+    let want = kiln_ir::interp::evaluate(m, &named)
+        .map_err(|e| e.to_string())?
+        .flatten();
+    for backend in BACKENDS {
+        let got = backend.run(m, params, args)?;
+        for (g, w) in got.iter().zip(&want) {
+            for (i, (x, y)) in g.to_f64_vec().into_iter().zip(w.to_f64_vec()).enumerate() {
+                if y == 0.0 && (x != 0.0 || x.is_sign_negative() != y.is_sign_negative()) {
+                    return Err(format!(
+                        "{}: element {i} is {x:?}, the reference {y:?}",
+                        backend.name()
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The max/min family on edge values agrees with the reference on every backend: NaN
 /// propagates through `maximum`/`minimum`, `nn.relu`, `clip`, max pooling and max/min
-/// reductions (compared values: NaN equal to NaN; `-0` equal to `+0`, whose choice the
-/// reference leaves to Rust's `f64::max`).
+/// reductions, and the zeros agree in sign (IEEE 754-2019 maximum/minimum: `-0 < +0`;
+/// `relu(-0) = -0`).
 #[test]
 fn max_family_propagates_nan_on_every_backend() {
     use kiln_ir::NDArray;
@@ -293,6 +325,8 @@ fn max_family_propagates_nan_on_every_backend() {
     for k in [BinaryKind::Maximum, BinaryKind::Minimum] {
         let (m, params) = one_op(Binary::new(k), &t2).unwrap();
         check_all(&m, &params, &[a.clone(), b.clone()], EXACT).unwrap();
+        same_zero_signs(&m, &params, &[a.clone(), b.clone()])
+            .unwrap_or_else(|e| panic!("{k:?}: {e}"));
     }
     // A 1x2x7x7 image mixing the edge values so that windows hold several.
     let img: Vec<f32> = (0..98).map(|i| EDGES[(i * 3 + i / 7) % 7]).collect();
@@ -323,5 +357,78 @@ fn max_family_propagates_nan_on_every_backend() {
         let (m, params) = one_op(op, &t).unwrap();
         check_all(&m, &params, std::slice::from_ref(&x), EXACT)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
+        same_zero_signs(&m, &params, std::slice::from_ref(&x))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+/// `sigmoid` over its whole finite range on every backend: far in the negative tail it
+/// is a tiny positive value (so `log(sigmoid(x))` stays finite down to `x = -103`),
+/// never 0, and each result is within a few ulps of the reference's `f64` value (below
+/// the smallest normal float, within its spacing); the positive side rounds to 1.
+#[test]
+fn sigmoid_is_accurate_in_both_tails_on_every_backend() {
+    use kiln_ir::NDArray;
+    let xs: Vec<f32> = vec![
+        -103.0,
+        -100.0,
+        -90.0,
+        -88.0,
+        -87.0,
+        -80.0,
+        -50.0,
+        -30.0,
+        -17.0,
+        -16.6,
+        -5.0,
+        -1e-3,
+        -0.0,
+        0.0,
+        1e-3,
+        5.0,
+        16.6,
+        17.0,
+        30.0,
+        90.0,
+        1e30,
+        -1e30,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ];
+    let n = xs.len();
+    let x = NDArray::from_vec([n], xs.clone()).unwrap();
+    let (m, params) = one_op(Unary::new(UnaryKind::Sigmoid), &[Arg::T(tt(&[n], F32))]).unwrap();
+    check_all(&m, &params, std::slice::from_ref(&x), TRANSC).unwrap();
+    for backend in BACKENDS {
+        let got = backend.run(&m, &params, std::slice::from_ref(&x)).unwrap();
+        let got = got[0].to_vec::<f32>().unwrap();
+        for (&x, &g) in xs.iter().zip(&got) {
+            let x = x as f64;
+            let want = if x >= 0.0 {
+                1.0 / (1.0 + (-x).exp())
+            } else {
+                x.exp() / (1.0 + x.exp())
+            };
+            if x.is_nan() {
+                assert!(g.is_nan(), "{}: sigmoid(NaN) = {g}", backend.name());
+                continue;
+            }
+            let err = (g as f64 - want).abs();
+            let ok =
+                err <= 4.0 * f32::EPSILON as f64 * want || err <= 2.0 * f32::from_bits(1) as f64;
+            assert!(
+                ok,
+                "{}: sigmoid({x}) = {g:e}, want {want:e}",
+                backend.name()
+            );
+            if x > -103.5 {
+                assert!(
+                    g > 0.0 && (g as f64).ln().is_finite(),
+                    "{}: sigmoid({x}) = {g:e}",
+                    backend.name()
+                );
+            }
+        }
     }
 }

@@ -1102,9 +1102,7 @@ mod tests {
                     f32s(&[7], x).cast(DType::F16),
                     f32s(&[7], y).cast(DType::F16),
                 );
-                let got = run(Binary::new(kind), &[xh, yh])
-                    .unwrap()
-                    .cast(DType::F32);
+                let got = run(Binary::new(kind), &[xh, yh]).unwrap().cast(DType::F32);
                 assert_eq!(bits(&got), want, "{kind:?} float16");
             }
         }

@@ -1070,7 +1070,11 @@ fn int_floormod(x: i64, y: i64) -> Result<i64> {
 /// `1`, and NaN stays NaN. Every backend computes this same form.
 pub fn sigmoid(x: f32) -> f32 {
     let e = (-x.abs()).exp();
-    if x >= 0.0 { 1.0 / (1.0 + e) } else { e / (1.0 + e) }
+    if x >= 0.0 {
+        1.0 / (1.0 + e)
+    } else {
+        e / (1.0 + e)
+    }
 }
 
 /// One float intrinsic of one lane, computed in `f32` (before rounding to the dtype).

@@ -102,24 +102,21 @@ fn exact_op(kind: Kind, dtype: DType) -> bool {
     if !dtype.is_float() {
         return true;
     }
-    // Max and min (clip, pools and reductions among them) may differ in the zero they
-    // pick: the loop IR orders -0 < +0 (IEEE 754-2019), the reference takes Rust's
-    // `f64::max` (which zero varies with the build) or the first of equal elements.
-    // Equal values, but `rsqrt` or a division tells them apart.
+    // Max and min (clip, max pools and max/min reductions among them) are bit-exact:
+    // the reference and the loop IR both take IEEE 754-2019 maximum/minimum (-0 < +0,
+    // whatever the order of equal elements), and `nn.relu` is `x < 0 ? 0 : x` in both
+    // (relu(-0) = -0). Sums, means and products depend on the order of accumulation.
     match kind {
-        Kind::Unary(k) => matches!(k, UnaryKind::Negative | UnaryKind::Abs),
+        Kind::Unary(k) => matches!(k, UnaryKind::Relu | UnaryKind::Negative | UnaryKind::Abs),
         // Float modulo: the lowered `x - trunc(x / y) * y` gives +0 where fmod keeps
         // the dividend's -0 (equal values, but a later division tells them apart).
         Kind::Binary(k) => !matches!(
             k,
-            BinaryKind::Power
-                | BinaryKind::Maximum
-                | BinaryKind::Minimum
-                | BinaryKind::FloorMod
-                | BinaryKind::TruncMod
+            BinaryKind::Power | BinaryKind::FloorMod | BinaryKind::TruncMod
         ),
-        Kind::Cast | Kind::Where => true,
-        Kind::Clip | Kind::Pool(_) | Kind::GlobalPool(_) | Kind::Reduce(_) => false,
+        Kind::Cast | Kind::Where | Kind::Clip => true,
+        Kind::Pool(k) | Kind::GlobalPool(k) => k == PoolKind::Max,
+        Kind::Reduce(k) => matches!(k, ReduceKind::Max | ReduceKind::Min),
         Kind::Reshape
         | Kind::Transpose
         | Kind::ExpandDims
