@@ -302,13 +302,13 @@ impl Builder {
                 if a.ty.dtype == DType::Bool
                     || (!a.ty.dtype.is_float()
                         && !matches!(k, UnaryKind::Relu | UnaryKind::Negative | UnaryKind::Abs))
-                    // Rounding is discontinuous; `log` near 0 turns a subnormal-sized
-                    // difference (`sigmoid` of a large negative value) into any other.
+                    // Rounding is discontinuous and `exp`/`rsqrt` magnify a difference,
+                    // so they take exact values only. (`log` takes any: `sigmoid` is
+                    // accurate in its negative tail, so `log(sigmoid(-90))` is finite.)
                     || (matches!(
                         k,
                         UnaryKind::Exp
                             | UnaryKind::Rsqrt
-                            | UnaryKind::Log
                             | UnaryKind::Floor
                             | UnaryKind::Ceil
                             | UnaryKind::Round
