@@ -403,15 +403,7 @@ impl Cx<'_, '_> {
                     .is_some_and(|b| b.dtype != DType::F16 && b.numel().is_some_and(|n| n > 0));
                 ok &= fine || self.promoted[buffer.index()].is_some();
             }
-            Expr::Binary {
-                op: BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod,
-                rhs,
-                ..
-            } => {
-                if !matches!(rhs.as_int(), Some(c) if c > 0) {
-                    ok = false;
-                }
-            }
+            x if division_may_trap(x) => ok = false,
             _ => {}
         });
         ok
@@ -463,18 +455,23 @@ fn speculatable(e: &Expr) -> bool {
     let mut ok = true;
     e.visit(&mut |x| match x {
         Expr::Load { .. } | Expr::Call { .. } => ok = false,
+        x if division_may_trap(x) => ok = false,
+        _ => {}
+    });
+    ok
+}
+
+/// A division or modulo whose divisor is not a positive constant (it may be zero, or
+/// `INT_MIN / -1`): evaluating it where the source would not can trap.
+fn division_may_trap(x: &Expr) -> bool {
+    matches!(
+        x,
         Expr::Binary {
             op: BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod,
             rhs,
             ..
-        } => {
-            if !matches!(rhs.as_int(), Some(c) if c > 0) {
-                ok = false;
-            }
-        }
-        _ => {}
-    });
-    ok
+        } if !matches!(rhs.as_int(), Some(c) if c > 0)
+    )
 }
 
 impl Cx<'_, '_> {

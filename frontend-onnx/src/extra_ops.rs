@@ -259,24 +259,8 @@ fn gather_elements(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     }
     // Row-major strides of the data, and each index position's flat offset without
     // the gathered axis.
-    let mut strides = vec![1usize; r];
-    for d in (0..r.saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1] * ds[d + 1];
-    }
-    let count: usize = is.iter().product();
-    let base: Vec<i64> = (0..count)
-        .map(|p| {
-            let (mut rest, mut off) = (p, 0);
-            for d in (0..r).rev() {
-                let i = rest % is[d];
-                rest /= is[d];
-                if d != a {
-                    off += i * strides[d];
-                }
-            }
-            off as i64
-        })
-        .collect();
+    let st = strides(&ds);
+    let base = offsets_without_axis(&is, &st, a);
     let base = imp.constant(NDArray::from_vec(is.clone(), base)?);
     let i = cast(imp, idx, DType::I64)?;
     // Negative indices count from the end.
@@ -285,7 +269,7 @@ fn gather_elements(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let neg = imp.binary(B::Less, i, zero)?;
     let wrapped = imp.binary(B::Add, i, ext)?;
     let i = imp.select(neg, wrapped, i)?;
-    let stride = imp.scalar(strides[a] as f64, DType::I64);
+    let stride = imp.scalar(st[a] as f64, DType::I64);
     let i = imp.binary(B::Multiply, i, stride)?;
     let flat_idx = imp.binary(B::Add, i, base)?;
     let flat = imp.reshape(data, &[ds.iter().product()])?;
@@ -660,21 +644,9 @@ fn scatter_elements(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             n.op_type
         )));
     }
-    let st = strides(&ds);
     let count: usize = is.iter().product();
-    let base: Vec<i64> = (0..count)
-        .map(|p| {
-            let (mut rest, mut off) = (p, 0);
-            for d in (0..r).rev() {
-                let i = rest % is[d];
-                rest /= is[d];
-                if d != a {
-                    off += i * st[d];
-                }
-            }
-            off as i64
-        })
-        .collect();
+    let st = strides(&ds);
+    let base = offsets_without_axis(&is, &st, a);
     let base = imp.constant(NDArray::from_vec([count], base)?);
     let i = imp.reshape(idx, &[count])?;
     let ext = imp.scalar(ds[a] as f64, DType::I64);
@@ -1172,4 +1144,24 @@ mod tests {
         sorted.sort_unstable();
         assert_eq!(sorted, SUPPORTED);
     }
+}
+
+/// For every position of an index tensor of shape `is` (row-major), the flat offset into
+/// data with row-major `strides` of the same position with axis `axis` left out (the
+/// gathered or scattered axis, whose offset the index values supply).
+fn offsets_without_axis(is: &[usize], strides: &[usize], axis: usize) -> Vec<i64> {
+    let count: usize = is.iter().product();
+    (0..count)
+        .map(|p| {
+            let (mut rest, mut off) = (p, 0);
+            for d in (0..is.len()).rev() {
+                let i = rest % is[d];
+                rest /= is[d];
+                if d != axis {
+                    off += i * strides[d];
+                }
+            }
+            off as i64
+        })
+        .collect()
 }
