@@ -9,6 +9,7 @@
 
 mod bench;
 mod compile;
+mod graph;
 mod model;
 mod run;
 
@@ -162,6 +163,30 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Draw a model's graph to an SVG, HTML or DOT file: one cluster per kernel (fused
+    /// group), shapes on the edges; with --profile, kernels coloured by their run time.
+    Graph {
+        /// `zoo:NAME`, a text IR file or an ONNX file.
+        model: String,
+        #[command(flatten)]
+        shape: ShapeArgs,
+        /// The file to write: `.svg`, `.html` (pan/zoom, click for attributes and loop
+        /// IR) or `.dot` (Graphviz).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
+        /// Graph-level optimization level, 0..=3 (default 3; 0 shows one kernel per op).
+        #[arg(long, value_name = "N", value_parser = opt_level_arg())]
+        opt_level: Option<u8>,
+        /// The target whose schedules the HTML page shows and where --profile runs.
+        #[arg(long, default_value = "cpu")]
+        target: String,
+        /// Build for --target, time every kernel and colour it by its share of the run.
+        #[arg(long)]
+        profile: bool,
+        /// Calls of each kernel to average over with --profile.
+        #[arg(long, default_value_t = 10, value_parser = count_arg)]
+        number: usize,
+    },
     /// Time every kernel call with the debug executor and print the per-node table.
     Profile {
         /// `zoo:NAME`, a text IR file, an ONNX file, or a module exported by
@@ -281,6 +306,23 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             min_repeat_ms,
             end_to_end,
             json,
+        }),
+        Command::Graph {
+            model,
+            shape,
+            output,
+            opt_level,
+            target,
+            profile,
+            number,
+        } => graph::graph(&graph::GraphArgs {
+            model,
+            shapes: model::parse_shapes(&shape.shapes)?,
+            opt_level,
+            target,
+            profile,
+            number,
+            output,
         }),
         Command::Profile {
             model,
