@@ -6,7 +6,6 @@
 use std::fmt::Write;
 
 use super::scene::{Scene, UnitKind};
-use super::svg::KernelTimes;
 
 fn quote(text: &str) -> String {
     let mut out = String::from("\"");
@@ -36,18 +35,14 @@ fn endpoint(scene: &Scene, u: usize, leaving: bool) -> String {
 }
 
 /// The DOT document of `scene`.
-pub fn render(scene: &Scene, times: Option<&KernelTimes>) -> String {
-    let shares = times.map(KernelTimes::shares);
+pub fn render(scene: &Scene) -> String {
     let mut s = String::from(
         "digraph kiln {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n",
     );
     for (u, unit) in scene.units.iter().enumerate() {
         match &unit.kind {
             UnitKind::Kernel { index, .. } => {
-                let mut label = unit.title.clone();
-                if let Some(sh) = shares.as_ref().and_then(|sh| sh.get(*index)) {
-                    let _ = write!(label, " ({:.1}%)", sh * 100.0);
-                }
+                let label = unit.caption();
                 let _ = writeln!(
                     s,
                     "  subgraph cluster_{index} {{\n    label={};",

@@ -14,11 +14,20 @@ const SCRIPT: &str = r#"
   const data = JSON.parse(document.getElementById('kiln-data').textContent);
   const svg = document.querySelector('#canvas svg');
   const panel = document.getElementById('panel');
-  let vb = svg.viewBox.baseVal;
+  const vb = svg.viewBox.baseVal;
   let view = {x: vb.x, y: vb.y, w: vb.width, h: vb.height};
   svg.removeAttribute('width');
   svg.removeAttribute('height');
+  // Start readable: the whole width (at least 700 units), from the top, at the canvas's
+  // aspect ratio; pan down for the rest.
+  const box = svg.getBoundingClientRect();
+  if (box.width > 0 && box.height > 0) {
+    view.w = Math.max(view.w, 700);
+    view.h = view.w * box.height / box.width;
+    view.x = vb.x + (vb.width - view.w) / 2;
+  }
   const apply = () => svg.setAttribute('viewBox', `${view.x} ${view.y} ${view.w} ${view.h}`);
+  apply();
   svg.addEventListener('wheel', (ev) => {
     ev.preventDefault();
     const r = svg.getBoundingClientRect();

@@ -82,8 +82,7 @@ fn sizes(unit: &Unit) -> (Vec<(f64, f64)>, (f64, f64)) {
                 })
                 .collect();
             let inner_w = ops.iter().map(|s| s.0).fold(0.0, f64::max);
-            let w =
-                (inner_w + 2.0 * PAD).max(text_w(std::slice::from_ref(&unit.title)) + 2.0 * PAD);
+            let w = (inner_w + 2.0 * PAD).max(text_w(&[unit.caption()]) + 2.0 * PAD);
             let h = TITLE_H
                 + ops.iter().map(|s| s.1).sum::<f64>()
                 + OP_GAP * ops.len().saturating_sub(1) as f64
@@ -92,10 +91,7 @@ fn sizes(unit: &Unit) -> (Vec<(f64, f64)>, (f64, f64)) {
         }
         _ => (
             vec![],
-            (
-                text_w(std::slice::from_ref(&unit.title)) + 2.0 * PAD,
-                LINE_H + 2.0 * PAD,
-            ),
+            (text_w(&[unit.caption()]) + 2.0 * PAD, LINE_H + 2.0 * PAD),
         ),
     }
 }
@@ -265,6 +261,7 @@ mod tests {
         Unit {
             kind,
             title: "u".into(),
+            note: None,
             ops: (0..ops)
                 .map(|_| OpNode {
                     op: "add".into(),

@@ -22,7 +22,7 @@ use kiln_te::topi::{TargetKind as ScheduleKind, kernels_of};
 use crate::compile::{self, DEFAULT_OPT_LEVEL, backend_for, bind_inputs, parse_target};
 use crate::model::{self, Shapes};
 
-use scene::{Scene, scene_of};
+use scene::{Scene, UnitKind, scene_of};
 
 /// Arguments of `kiln graph`.
 pub struct GraphArgs {
@@ -77,14 +77,26 @@ pub fn graph(args: &GraphArgs) -> Result<()> {
     let opt = kiln_executor::optimize(&model.module, &model.params, opt_level)
         .with_context(|| format!("cannot optimize {}", args.model))?;
     let scene = scene_of(&opt.module, &|name| opt.params.contains_key(name))?;
+    let mut scene = scene;
     let times = if args.profile {
-        Some(profile(args, &target, &scene)?)
+        let times = profile(args, &target, &scene)?;
+        let shares = times.shares();
+        for unit in &mut scene.units {
+            if let UnitKind::Kernel { index, .. } = unit.kind {
+                unit.note = Some(format!(
+                    "{:.1}%, {}",
+                    shares[index] * 100.0,
+                    svg::human_us(times.time_us[index])
+                ));
+            }
+        }
+        Some(times)
     } else {
         None
     };
     let layout = layout::layout(&scene);
     let text = match format {
-        Format::Dot => dot::render(&scene, times.as_ref()),
+        Format::Dot => dot::render(&scene),
         Format::Svg => svg::render(&scene, &layout, times.as_ref()),
         Format::Html => {
             let loops: Vec<String> = kernels_of(&opt.module, schedule)

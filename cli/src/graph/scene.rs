@@ -47,6 +47,18 @@ pub struct Unit {
     pub title: String,
     /// The ops of a kernel, in evaluation order (empty for other units).
     pub ops: Vec<OpNode>,
+    /// A note drawn after the title (a kernel's share of the run time).
+    pub note: Option<String>,
+}
+
+impl Unit {
+    /// The title with its note: `fused_nn_dense (97.6%, 1.20 ms)`.
+    pub fn caption(&self) -> String {
+        match &self.note {
+            Some(note) => format!("{} ({note})", self.title),
+            None => self.title.clone(),
+        }
+    }
 }
 
 /// A data edge between two units.
@@ -110,6 +122,7 @@ pub fn scene_of(m: &Module, weights: &dyn Fn(&str) -> bool) -> Result<Scene> {
                 kind: UnitKind::Input,
                 title: name,
                 ops: vec![],
+                note: None,
             });
         }
     }
@@ -176,6 +189,7 @@ pub fn scene_of(m: &Module, weights: &dyn Fn(&str) -> bool) -> Result<Scene> {
                     },
                     title: name,
                     ops,
+                    note: None,
                 });
                 kernel_index += 1;
                 connect(m, &mut scene, &producer, args, unit);
@@ -187,6 +201,7 @@ pub fn scene_of(m: &Module, weights: &dyn Fn(&str) -> bool) -> Result<Scene> {
                     kind: UnitKind::Tuple,
                     title: "tuple".to_string(),
                     ops: vec![],
+                    note: None,
                 });
                 connect(m, &mut scene, &producer, fields, unit);
                 producer.insert(id, unit);
@@ -206,6 +221,7 @@ pub fn scene_of(m: &Module, weights: &dyn Fn(&str) -> bool) -> Result<Scene> {
         kind: UnitKind::Output,
         title: "output".to_string(),
         ops: vec![],
+        note: None,
     });
     connect(m, &mut scene, &producer, &[main.body], out);
     Ok(scene)

@@ -93,10 +93,17 @@ pub fn render(scene: &Scene, layout: &Layout, times: Option<&KernelTimes>) -> St
             y1 + dy,
             y2 - dy
         );
+        // The label beside the curve's middle, on the side it bends to, so the labels of
+        // a fork or a join do not overlap.
+        let (anchor, dx) = if x2 < x1 - 1.0 {
+            ("end", -4.0)
+        } else {
+            ("start", 4.0)
+        };
         let _ = writeln!(
             s,
-            r#"<text class="edge-label" x="{:.1}" y="{:.1}">{}</text>"#,
-            (x1 + x2) / 2.0 + 4.0,
+            r#"<text class="edge-label" text-anchor="{anchor}" x="{:.1}" y="{:.1}">{}</text>"#,
+            (x1 + x2) / 2.0 + dx,
             (y1 + y2) / 2.0 + 3.0,
             escape(&e.label)
         );
@@ -107,15 +114,7 @@ pub fn render(scene: &Scene, layout: &Layout, times: Option<&KernelTimes>) -> St
         match &unit.kind {
             UnitKind::Kernel { index, .. } => {
                 let share = shares.as_ref().and_then(|sh| sh.get(*index).copied());
-                let title = match (share, times) {
-                    (Some(sh), Some(t)) => format!(
-                        "{} ({:.1}%, {})",
-                        unit.title,
-                        sh * 100.0,
-                        human_us(t.time_us[*index])
-                    ),
-                    _ => unit.title.clone(),
-                };
+                let title = unit.caption();
                 let _ = writeln!(
                     s,
                     r#"<g class="cluster" id="k{index}" data-kernel="{index}"><title>{}</title>"#,
