@@ -23,6 +23,7 @@ use crate::ops::extreme_identity;
 /// The ONNX op types this module converts.
 pub const SUPPORTED: &[&str] = &[
     "Attention",
+    "Einsum",
     "Compress",
     "CumProd",
     "CumSum",
@@ -50,6 +51,7 @@ pub const SUPPORTED: &[&str] = &[
 pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Option<Result<Vec<ExprId>>> {
     Some(match n.op_type {
         "RMSNormalization" => rms_norm(imp, n),
+        "Einsum" => crate::einsum::convert(imp, n),
         "NegativeLogLikelihoodLoss" => (|| {
             let x = imp.input(n, 0)?;
             let t = imp.input(n, 1)?;

@@ -37,6 +37,7 @@
 //! ```
 
 mod convert;
+mod einsum;
 pub mod error;
 mod extra_ops;
 mod ops;
