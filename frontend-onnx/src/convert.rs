@@ -320,6 +320,70 @@ impl Importer {
         }
     }
 
+    /// Imports the nodes of `g`, a subgraph (a branch or loop body) of the graph being
+    /// imported, with its inputs bound to `args` in order and its initializers as
+    /// constants; the values of the enclosing graph stay visible. Returns its outputs;
+    /// the names it bound are forgotten afterwards, so each call (each unrolled
+    /// iteration) binds them afresh.
+    pub fn run_subgraph(
+        &mut self,
+        g: &proto::GraphProto,
+        args: &[ExprId],
+        opset: i64,
+    ) -> Result<Vec<ExprId>> {
+        if g.input.len() != args.len() {
+            return Err(Error::InvalidModel(format!(
+                "a subgraph with {} inputs given {} values",
+                g.input.len(),
+                args.len()
+            )));
+        }
+        let saved = self.values.clone();
+        let result = self.import_subgraph(g, args, opset);
+        self.values = saved;
+        result
+    }
+
+    fn import_subgraph(
+        &mut self,
+        g: &proto::GraphProto,
+        args: &[ExprId],
+        opset: i64,
+    ) -> Result<Vec<ExprId>> {
+        for (vi, &a) in g.input.iter().zip(args) {
+            self.values.insert(vi.name.clone().unwrap_or_default(), a);
+        }
+        for t in &g.initializer {
+            let name = t.name.clone().unwrap_or_default();
+            let value = tensor_from_proto(t, &format!("subgraph initializer `{name}`"))?;
+            let c = self.m.constant(value);
+            self.values.insert(name, c);
+        }
+        for (index, p) in g.node.iter().enumerate() {
+            let n = Node {
+                proto: p,
+                op_type: p.op_type.as_deref().unwrap_or(""),
+                opset,
+            };
+            if !ops::is_supported(n.op_type) {
+                return Err(Error::Unsupported(format!(
+                    "op {} in a subgraph (node {index})",
+                    n.op_type
+                )));
+            }
+            self.convert_node(&n).map_err(|e| Error::AtNode {
+                index,
+                name: p.name.clone().unwrap_or_default(),
+                op_type: format!("{} in a subgraph, opset {opset}", n.op_type),
+                source: Box::new(e),
+            })?;
+        }
+        g.output
+            .iter()
+            .map(|vi| self.value(vi.name.as_deref().unwrap_or("")))
+            .collect()
+    }
+
     /// Converts one node and binds its outputs, folding them to constants when all its
     /// inputs are constants. A value with no elements has nothing to compute: it is
     /// read as a constant (so what depends on it only through its shape folds, as a

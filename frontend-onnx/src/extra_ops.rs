@@ -52,6 +52,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Option<Result<Vec<ExprId>
     Some(match n.op_type {
         "RMSNormalization" => rms_norm(imp, n),
         "Einsum" => crate::einsum::convert(imp, n),
+        "If" | "Loop" | "Scan" => crate::control_flow::convert(imp, n),
         "NegativeLogLikelihoodLoss" => (|| {
             let x = imp.input(n, 0)?;
             let t = imp.input(n, 1)?;

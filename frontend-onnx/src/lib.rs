@@ -36,6 +36,7 @@
 //! assert_eq!(module.main().unwrap().params.len(), 1);
 //! ```
 
+mod control_flow;
 mod convert;
 mod einsum;
 pub mod error;
@@ -115,7 +116,12 @@ pub fn unsupported_nodes(bytes: &[u8]) -> Result<Vec<UnsupportedNode>> {
 
 /// The ONNX op types (default domain) this frontend imports, sorted.
 pub fn supported_ops() -> Vec<&'static str> {
-    let mut v = [ops::SUPPORTED, extra_ops::SUPPORTED].concat();
+    let mut v = [
+        ops::SUPPORTED,
+        extra_ops::SUPPORTED,
+        control_flow::SUPPORTED,
+    ]
+    .concat();
     v.sort_unstable();
     v
 }

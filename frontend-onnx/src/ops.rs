@@ -123,7 +123,9 @@ pub const SUPPORTED: &[&str] = &[
 /// Whether [`convert`] handles ONNX op type `op` (default domain): [`SUPPORTED`] here
 /// and the ops of [`crate::extra_ops`].
 pub(crate) fn is_supported(op: &str) -> bool {
-    SUPPORTED.contains(&op) || crate::extra_ops::SUPPORTED.contains(&op)
+    SUPPORTED.contains(&op)
+        || crate::extra_ops::SUPPORTED.contains(&op)
+        || crate::control_flow::SUPPORTED.contains(&op)
 }
 
 /// Normalises axis `a` into `0..rank`.
