@@ -23,11 +23,11 @@ use crate::ops::extreme_identity;
 /// The ONNX op types this module converts.
 pub const SUPPORTED: &[&str] = &[
     "Attention",
-    "Einsum",
     "Compress",
     "CumProd",
     "CumSum",
     "DequantizeLinear",
+    "Einsum",
     "EyeLike",
     "GatherElements",
     "GatherND",
