@@ -53,6 +53,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Option<Result<Vec<ExprId>
         "RMSNormalization" => rms_norm(imp, n),
         "Einsum" => crate::einsum::convert(imp, n),
         "If" | "Loop" | "Scan" => crate::control_flow::convert(imp, n),
+        "TopK" => crate::topk::convert(imp, n),
         "NegativeLogLikelihoodLoss" => (|| {
             let x = imp.input(n, 0)?;
             let t = imp.input(n, 1)?;

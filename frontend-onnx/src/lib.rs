@@ -45,6 +45,7 @@ mod ops;
 pub mod proto;
 mod resize;
 pub mod tensor;
+mod topk;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -126,6 +126,7 @@ pub(crate) fn is_supported(op: &str) -> bool {
     SUPPORTED.contains(&op)
         || crate::extra_ops::SUPPORTED.contains(&op)
         || crate::control_flow::SUPPORTED.contains(&op)
+        || crate::topk::SUPPORTED.contains(&op)
 }
 
 /// Normalises axis `a` into `0..rank`.
