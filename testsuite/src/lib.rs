@@ -15,6 +15,7 @@
 pub mod bisect;
 pub mod cases;
 pub mod exercised;
+pub mod graph_suite;
 pub mod graphs;
 pub mod matrix;
 pub mod onnx_node;

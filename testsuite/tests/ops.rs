@@ -1,6 +1,6 @@
 //! One op suite, every backend: for every op family, over random shapes, attributes and
 //! dtypes, a one-op module runs in the graph-IR reference interpreter and on every backend
-//! of [`kiln_testsuite::ops::BACKENDS`] — lowered under the CPU and the GPU default
+//! of [`kiln_testsuite::ops::backends`] — lowered under the CPU and the GPU default
 //! schedule (each kernel verified and round-tripped through the loop-IR text) in the
 //! loop-IR interpreter, and built through the graph executor on `interp` and on `cpu`
 //! (Cranelift) with a param bound at build time — and all agree within the op's
@@ -292,7 +292,7 @@ fn same_zero_signs(
     let want = kiln_ir::interp::evaluate(m, &named)
         .map_err(|e| e.to_string())?
         .flatten();
-    for backend in BACKENDS {
+    for backend in &backends() {
         let got = backend.run(m, params, args)?;
         for (g, w) in got.iter().zip(&want) {
             for (i, (x, y)) in g.to_f64_vec().into_iter().zip(w.to_f64_vec()).enumerate() {
@@ -400,7 +400,7 @@ fn sigmoid_is_accurate_in_both_tails_on_every_backend() {
     let x = NDArray::from_vec([n], xs.clone()).unwrap();
     let (m, params) = one_op(Unary::new(UnaryKind::Sigmoid), &[Arg::T(tt(&[n], F32))]).unwrap();
     check_all(&m, &params, std::slice::from_ref(&x), TRANSC).unwrap();
-    for backend in BACKENDS {
+    for backend in &backends() {
         let got = backend.run(&m, &params, std::slice::from_ref(&x)).unwrap();
         let got = got[0].to_vec::<f32>().unwrap();
         for (&x, &g) in xs.iter().zip(&got) {
