@@ -207,10 +207,30 @@ fn every_source_file_opens_with_a_module_doc() {
 #[test]
 fn readme_keeps_its_two_setup_commands() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    assert!(readme.contains(
-        "cargo run --release -p kiln-cli -- run zoo:resnet18 --target ref --output out.npy"
-    ));
-    assert!(readme.contains("cargo test --workspace"));
     let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
+    // The first set-up command runs the main job with the compiler, checked against the
+    // reference, and CI's main-job step runs exactly that command.
+    let main_job = "cargo run --release -p kiln-cli -- run zoo:resnet18 --target cpu --check \
+                    --output out.npy";
+    let commands: Vec<&str> = readme
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        commands.first(),
+        Some(&main_job),
+        "README's first set-up command"
+    );
+    assert_eq!(
+        commands.get(1),
+        Some(&"cargo test --workspace"),
+        "the second"
+    );
+    assert!(
+        ci.lines().any(|l| l.trim() == main_job),
+        ".ci/run must run `{main_job}`"
+    );
     assert!(ci.contains("cargo test --workspace"));
 }

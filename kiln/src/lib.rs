@@ -73,7 +73,7 @@ pub use registry::{Registry, Resolved};
 pub use kiln_executor::backend::{DeviceBuffer, KernelLibrary};
 pub use kiln_executor::{
     Backend, BenchmarkOptions, BenchmarkResult, CompiledModule, DebugExecutor, GraphExecutor,
-    Params, Target, TargetKind, TargetOption, Unsupported,
+    OptionValue, Params, Target, TargetKind, TargetOption, Unsupported,
 };
 pub use kiln_ir::{DType, Module, NDArray, Type, op};
 pub use kiln_rewrite::{PassContext, PassReport};

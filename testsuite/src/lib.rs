@@ -19,6 +19,7 @@ pub mod graph_suite;
 pub mod graphs;
 pub mod matrix;
 pub mod onnx_node;
+pub mod op_suite;
 pub mod ops;
 pub mod schedules;
 pub mod suite;

@@ -110,12 +110,18 @@ impl ExecBackend {
     }
 }
 
+/// Whether the suite runs as this crate's own tests or examples (cargo sets
+/// `CARGO_MANIFEST_DIR` to this crate's folder), not from someone else's crate: only then
+/// do failure messages and regression files point into this repository's folders.
+pub fn in_this_repo() -> bool {
+    std::env::var("CARGO_MANIFEST_DIR").is_ok_and(|d| d == env!("CARGO_MANIFEST_DIR"))
+}
+
 /// Where to save a failing case so that the suite replays it: this crate's
 /// `tests/cases/` when the suite runs inside kiln's own repository, otherwise any file
 /// of the user's (the suite's folders are not theirs).
 pub fn save_hint() -> String {
-    let here = env!("CARGO_MANIFEST_DIR");
-    if std::env::var("CARGO_MANIFEST_DIR").is_ok_and(|d| d == here) {
+    if in_this_repo() {
         "save as testsuite/tests/cases/NAME.relay to replay".to_string()
     } else {
         "save it as a text IR file and replay it with `kiln_testsuite::cases::replay`".to_string()
