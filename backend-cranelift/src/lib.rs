@@ -3,13 +3,15 @@
 //! model in one JIT module — and run on host memory, with `parallel` loops on a thread
 //! pool ([`pool`]) that lives as long as the compiled library.
 //!
-//! [`CraneliftBackend`] implements the executor's [`Backend`]; plug it into
-//! `kiln_executor::build_with`:
+//! [`CraneliftBackend`] implements the runtime's [`Backend`] and describes itself there
+//! (it serves the `cpu` kind and declares nothing unsupported); the `kiln` crate's
+//! registry lists it, so `kiln::build(&m, "cpu", &params, 3)` compiles with it. Used
+//! directly, it compiles an (optimized) module through the runtime's `assemble`:
 //!
 //! ```
 //! use std::collections::BTreeMap;
-//! use std::sync::Arc;
 //! use kiln_backend_cranelift::CraneliftBackend;
+//! use kiln_executor::{BuildLog, assemble};
 //! use kiln_ir::{DType, Module, NDArray, Type, op};
 //!
 //! let mut m = Module::new();
@@ -17,7 +19,7 @@
 //! let y = m.call(op::Unary { kind: op::UnaryKind::Relu }, &[x])?;
 //! m.set_main(&[x], y)?;
 //! let target = "cpu -threads=2".parse()?;
-//! let lib = kiln_executor::build_with(&m, &target, &BTreeMap::new(), 2, Arc::new(CraneliftBackend))?;
+//! let lib = assemble(&m, BTreeMap::new(), &target, &CraneliftBackend, BuildLog::default())?;
 //! let mut exec = lib.create_executor()?;
 //! exec.set_input("x", &NDArray::from_vec([2, 2], vec![-1.0f32, 2.0, -3.0, 4.0])?)?;
 //! exec.run()?;
@@ -103,8 +105,15 @@ impl Backend for CraneliftBackend {
         "cranelift"
     }
 
-    fn supports(&self, target: &Target) -> bool {
-        target.kind() == TargetKind::Cpu
+    fn target_kind(&self) -> TargetKind {
+        TargetKind::Cpu
+    }
+
+    /// Two pool threads: parallel loops are exercised on any host.
+    fn test_target(&self) -> Target {
+        Target::new(TargetKind::Cpu)
+            .with_option("threads", "2")
+            .expect("`cpu` accepts -threads=2")
     }
 
     fn compile(&self, target: &Target, kernels: &[PrimFunc]) -> Result<Arc<dyn KernelLibrary>> {

@@ -524,7 +524,7 @@ fn float_max_and_min_propagate_nan_and_order_zeros_scalar_and_vector() {
 /// hot loops run as f32x4, bit for bit equal to the interpreter.
 #[test]
 fn register_tiled_conv2d_hot_loops_are_vectorized_and_bit_identical() {
-    use kiln_te::topi::{TargetKind, kernels_of};
+    use kiln_te::topi::{ScheduleKind, kernels_of};
     for (x, w, stride, pad) in [
         (vec![1, 8, 16, 16], vec![8, 8, 3, 3], 1, 1),
         (vec![1, 8, 14, 14], vec![8, 8, 3, 3], 2, 1),
@@ -544,7 +544,7 @@ fn register_tiled_conv2d_hot_loops_are_vectorized_and_bit_identical() {
             kiln_ir::Type::tensor(w.clone(), DType::F32),
         ];
         let m = kiln_ir::Module::single_op(op, &types).unwrap();
-        let ks = kernels_of(&m, TargetKind::Cpu).unwrap();
+        let ks = kernels_of(&m, ScheduleKind::Cpu).unwrap();
         let f = ks.iter().find(|k| k.name.contains("conv2d")).unwrap();
         let inputs = [
             NDArray::random_uniform(x, DType::F32, 1, -1.0, 1.0),

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use kiln_executor::{BenchmarkOptions, DebugExecutor};
+use kiln::{BenchmarkOptions, DebugExecutor, Target, TargetKind};
 use serde::Serialize;
 
-use crate::compile::{backend_for, bind_inputs, parse_target, prepare};
+use crate::compile::{bind_inputs, compiling_targets, prepare};
 use crate::model::Shapes;
 
 /// Arguments of `kiln bench`.
@@ -16,8 +16,9 @@ pub struct BenchArgs {
     pub model: String,
     /// `--shape` overrides of ONNX input shapes.
     pub shapes: Shapes,
-    /// The `--target` text.
-    pub target: String,
+    /// The `--target` text (needed for models; an exported module runs on the target
+    /// recorded in it).
+    pub target: Option<String>,
     /// `NAME=FILE.npy` inputs.
     pub inputs: Vec<String>,
     /// Seed for the inputs not given.
@@ -56,8 +57,13 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             args.min_repeat_ms
         );
     }
-    let target = parse_target(&args.target)?;
-    let prepared = prepare(&args.model, &args.shapes, &target, args.opt_level)?;
+    let prepared = prepare(
+        &args.model,
+        &args.shapes,
+        args.target.as_deref(),
+        None,
+        args.opt_level,
+    )?;
     let module = &prepared.module;
     let mut exec = module.create_executor()?;
     bind_inputs(&mut exec, module, &args.inputs, args.seed)?;
@@ -110,8 +116,9 @@ pub struct ProfileArgs {
     pub model: String,
     /// `--shape` overrides of ONNX input shapes.
     pub shapes: Shapes,
-    /// The `--target` text.
-    pub target: String,
+    /// The `--target` text (needed for models; an exported module runs on the target
+    /// recorded in it).
+    pub target: Option<String>,
     /// `NAME=FILE.npy` inputs.
     pub inputs: Vec<String>,
     /// Seed for the inputs not given.
@@ -127,14 +134,22 @@ pub struct ProfileArgs {
 /// `kiln profile MODEL --target T [--number N] [--dump-dir DIR]`: the debug executor's
 /// table (node, kernel, time, share, shape), one row per kernel call.
 pub fn profile(args: &ProfileArgs) -> Result<()> {
-    let target = parse_target(&args.target)?;
-    if backend_for(&target)?.is_none() {
+    if let Some(text) = &args.target
+        && *text.parse::<Target>()?.kind() == TargetKind::Ref
+    {
         bail!(
             "profile times kernels, and target `ref` (the reference interpreter) has none; \
-             profile on a compiling target (interp)"
+             profile on a compiling target ({})",
+            compiling_targets()
         );
     }
-    let prepared = prepare(&args.model, &args.shapes, &target, args.opt_level)?;
+    let prepared = prepare(
+        &args.model,
+        &args.shapes,
+        args.target.as_deref(),
+        None,
+        args.opt_level,
+    )?;
     let module = &prepared.module;
     let mut exec = DebugExecutor::new(module)?;
     bind_inputs(&mut exec, module, &args.inputs, args.seed)?;

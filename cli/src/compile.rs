@@ -1,73 +1,32 @@
-//! Targets, backends and compiled modules for the commands that run models: which
-//! targets this build of `kiln` serves (`ref`, `interp`, `cpu`), turning a MODEL|FILE argument
-//! (`zoo:NAME`, a text IR file, an ONNX file or an exported module)
-//! into a [`CompiledModule`] (built in memory, or loaded from an exported file and its
-//! kernels compiled again), binding inputs, and `kiln compile` itself.
+//! Targets and compiled modules for the commands that run models: which targets this
+//! build of `kiln` serves (the `kiln` crate's backend registry decides), turning a
+//! MODEL|FILE argument (`zoo:NAME`, a text IR file, an ONNX file or an exported module)
+//! into a [`CompiledModule`] (built in memory, or loaded from an exported file — on the
+//! backend of the target recorded in it — and its kernels compiled again), binding
+//! inputs, and `kiln compile` itself.
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use kiln_backend_cranelift::CraneliftBackend;
-use kiln_executor::backends::InterpBackend;
-use kiln_executor::{
-    Backend, CompiledModule, GraphExecutor, Target, TargetKind, build, build_with,
-};
-use kiln_ir::NDArray;
+use kiln::{CompiledModule, GraphExecutor, NDArray, Registry, Resolved, TargetKind};
 
 use crate::model::{self, Shapes, Source};
 
 /// The opt level used when `--opt-level` is not given (as `tvmc compile`).
 pub const DEFAULT_OPT_LEVEL: u8 = 3;
 
-/// The target kinds this build of `kiln` can run, in the order they are listed.
-const AVAILABLE: &[TargetKind] = &[TargetKind::Ref, TargetKind::Interp, TargetKind::Cpu];
-
-fn available() -> String {
-    AVAILABLE
-        .iter()
-        .map(|k| k.name())
-        .collect::<Vec<_>>()
-        .join(", ")
+/// The targets this build of `kiln` serves: the `kiln` crate's built-in registry.
+pub fn registry() -> Registry {
+    Registry::builtin()
 }
 
-/// Parses a `--target` value and checks that this build of `kiln` serves it: unknown
-/// kinds list the available ones, targets whose backend is not built yet say so, bad
-/// options get the executor's message (what the kind accepts).
-pub fn parse_target(text: &str) -> Result<Target> {
-    let kind = text.split_whitespace().next().unwrap_or("");
-    if kind.parse::<TargetKind>().is_err() {
-        bail!(
-            "unknown target `{}` (available: {}; cuda and vulkan are not built yet)",
-            text.trim(),
-            available()
-        );
-    }
-    let target = Target::parse(text)?;
-    if !AVAILABLE.contains(&target.kind()) {
-        bail!(
-            "target `{target}` is not built yet: its backend is not part of this kiln \
-             (available: {})",
-            available()
-        );
-    }
-    Ok(target)
-}
-
-/// The backend that compiles kernels for `target`, or `None` for `ref`, which runs the
-/// graph-IR reference interpreter and compiles nothing.
-pub fn backend_for(target: &Target) -> Result<Option<Arc<dyn Backend>>> {
-    match target.kind() {
-        TargetKind::Ref => Ok(None),
-        TargetKind::Interp => Ok(Some(Arc::new(InterpBackend))),
-        TargetKind::Cpu => Ok(Some(Arc::new(CraneliftBackend))),
-        _ => bail!(
-            "target `{target}` is not built yet (available: {})",
-            available()
-        ),
-    }
+/// Parses a `--target` value and finds its backend in the registry: unknown kinds and
+/// kinds without a backend list the available targets, bad options say what the kind
+/// accepts.
+pub fn parse_target(text: &str) -> Result<Resolved> {
+    Ok(registry().resolve(text)?)
 }
 
 /// A module ready for executors, and how it was obtained.
@@ -84,7 +43,7 @@ pub struct Prepared {
 impl Prepared {
     /// `built for interp in 12.345 ms (10 kernels)`, `loaded ...` for a file.
     pub fn summary(&self) -> String {
-        let what = if self.module.target().kind() == TargetKind::Ref {
+        let what = if *self.module.target().kind() == TargetKind::Ref {
             "the reference interpreter, no kernels".to_string()
         } else {
             let kernels = self.module.kernels().len();
@@ -99,44 +58,28 @@ impl Prepared {
     }
 }
 
-/// Builds MODEL (or loads FILE, an exported module) for `target`. `shapes` fixes the
-/// input shapes of an ONNX model; `opt_level` applies to models only: an exported file
-/// was optimized when it was compiled.
+/// Builds MODEL for `target` (`default_target` when none is given, or an error listing
+/// the targets), or loads FILE, an exported module, for the target recorded in it (a
+/// `target` given must name that kind). `shapes` fixes the input shapes of an ONNX model;
+/// `opt_level` applies to models only: an exported file was optimized when it was
+/// compiled.
 pub fn prepare(
     spec: &str,
     shapes: &Shapes,
-    target: &Target,
+    target: Option<&str>,
+    default_target: Option<&str>,
     opt_level: Option<u8>,
 ) -> Result<Prepared> {
-    let backend = backend_for(target)?;
-    prepare_source(spec, model::open(spec, shapes)?, target, backend, opt_level)
-}
-
-/// [`prepare`] for an opened MODEL|FILE argument, on `backend` (`None` for `ref`).
-fn prepare_source(
-    spec: &str,
-    source: Source,
-    target: &Target,
-    backend: Option<Arc<dyn Backend>>,
-    opt_level: Option<u8>,
-) -> Result<Prepared> {
-    match source {
+    match model::open(spec, shapes)? {
         Source::Model(model) => {
-            let start = Instant::now();
-            let opt_level = opt_level.unwrap_or(DEFAULT_OPT_LEVEL);
-            let module = match backend {
-                Some(backend) => {
-                    build_with(&model.module, target, &model.params, opt_level, backend)
-                }
-                // `ref`: the executor runs the graph-IR reference interpreter itself.
-                None => build(&model.module, target, &model.params, opt_level),
-            }
-            .with_context(|| format!("cannot build {spec} for {target}"))?;
-            Ok(Prepared {
-                module,
-                compile_ms: start.elapsed().as_secs_f64() * 1e3,
-                loaded: false,
-            })
+            let Some(text) = target.or(default_target) else {
+                bail!(
+                    "give the target to build {spec} for with --target (available: {})",
+                    registry().targets_text()
+                );
+            };
+            let resolved = parse_target(text)?;
+            build_model(spec, &model, &resolved, opt_level)
         }
         Source::Exported(path) => {
             if opt_level.is_some() {
@@ -145,19 +88,17 @@ fn prepare_source(
                      module, optimized when it was compiled"
                 );
             }
-            let Some(backend) = backend else {
-                bail!(
-                    "`{spec}` is an exported module: give the target it was compiled for \
-                     with --target (compiling targets: interp); `ref` runs graph-IR models \
-                     in the reference interpreter"
-                );
-            };
+            let wanted = target.map(parse_target).transpose()?;
             let start = Instant::now();
-            let module = kiln_executor::load(&path, backend)?;
-            if module.target().kind() != target.kind() {
+            let module = registry().load_module(&path)?;
+            if let Some(wanted) = wanted
+                && module.target().kind() != wanted.target.kind()
+            {
                 bail!(
-                    "`{spec}` was compiled for `{}`, not `{target}`",
-                    module.target()
+                    "`{spec}` is an exported module compiled for `{}`, not `{}` (leave out \
+                     --target to run it on the target recorded in it)",
+                    module.target(),
+                    wanted.target
                 );
             }
             Ok(Prepared {
@@ -167,6 +108,30 @@ fn prepare_source(
             })
         }
     }
+}
+
+/// Builds an opened model for a resolved target.
+fn build_model(
+    spec: &str,
+    model: &kiln::Model,
+    resolved: &Resolved,
+    opt_level: Option<u8>,
+) -> Result<Prepared> {
+    let start = Instant::now();
+    let opt_level = opt_level.unwrap_or(DEFAULT_OPT_LEVEL);
+    let built = kiln::build_on(
+        &model.module,
+        &resolved.target,
+        resolved.backend.as_deref(),
+        &model.params,
+        opt_level,
+    )
+    .with_context(|| format!("cannot build {spec} for {}", resolved.target))?;
+    Ok(Prepared {
+        module: built.module,
+        compile_ms: start.elapsed().as_secs_f64() * 1e3,
+        loaded: false,
+    })
 }
 
 /// Sets the inputs of `exec`: each `NAME=FILE.npy` in `specs` from its file, every other
@@ -229,22 +194,23 @@ pub struct CompileArgs {
 /// one file, and prints the kernel count, the build time (and its steps) and the memory
 /// plan.
 pub fn compile(args: &CompileArgs) -> Result<()> {
-    let target = parse_target(&args.target)?;
-    let Some(backend) = backend_for(&target)? else {
+    let resolved = parse_target(&args.target)?;
+    if resolved.backend.is_none() {
         bail!(
             "target `ref` runs graph-IR models in the reference interpreter and compiles \
-             nothing to export; compile for a target with kernels (interp)"
+             nothing to export; compile for a target with kernels ({})",
+            compiling_targets()
         );
-    };
-    let source = model::open(&args.model, &args.shapes)?;
-    if let Source::Exported(_) = source {
+    }
+    let Source::Model(model) = model::open(&args.model, &args.shapes)? else {
         bail!(
             "`{}` is already an exported module; compile takes a model (zoo:NAME, a text \
              IR file or an ONNX file)",
             args.model
         );
-    }
-    let prepared = prepare_source(&args.model, source, &target, Some(backend), args.opt_level)?;
+    };
+    let target = &resolved.target;
+    let prepared = build_model(&args.model, &model, &resolved, args.opt_level)?;
     let module = &prepared.module;
     let bytes = module
         .export_bytes()
@@ -288,6 +254,16 @@ pub fn compile(args: &CompileArgs) -> Result<()> {
     );
     println!("wrote {} ({} bytes)", args.output.display(), bytes.len());
     Ok(())
+}
+
+/// The targets that compile kernels (every registered backend's), for messages.
+pub fn compiling_targets() -> String {
+    registry()
+        .backends()
+        .iter()
+        .map(|b| b.target_kind().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Writes `bytes` to `path`, naming the path in the error.

@@ -1,11 +1,13 @@
 //! The `kiln` command line: `kiln inspect MODEL` prints a model's graph IR (with
 //! `--emit opt`, the optimized graph IR and the report of every pass; with `--emit loop
-//! [--target cpu|gpu]`, the loop IR of its kernels); `kiln compile` builds a
+//! [--target T]`, the loop IR of its kernels under T's default schedules); `kiln compile` builds a
 //! model for a target and exports it to one file; `kiln run` runs a model or an exported
 //! file; `kiln bench` times it with the graph executor's benchmark; `kiln profile` prints
 //! the debug executor's per-node table. MODEL may be an ONNX file everywhere, with
 //! `--shape NAME=DIMS` fixing its input shapes. Errors print as one line (`error: ...`) with a
-//! non-zero exit code, never as a panic; usage errors too.
+//! non-zero exit code, never as a panic; usage errors too. Every `--target` is looked up
+//! in the `kiln` crate's backend registry, and the help texts list its targets (the word
+//! `TARGETS` in a help text below is replaced by that list when the command is built).
 
 mod bench;
 mod compile;
@@ -17,13 +19,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Kiln: a deep-learning compiler. MODEL is a zoo name (`zoo:resnet18`, `zoo:resnet34`,
 /// `zoo:resnet50`, `zoo:mlp`), a text IR file or an ONNX file (`--shape NAME=DIMS` fixes
-/// its input shapes); FILE is a module exported by `kiln compile`. Targets: `ref` (the
-/// graph-IR reference interpreter), `interp` (the loop-IR interpreter behind the graph
-/// executor) and `cpu` (native code through Cranelift).
+/// its input shapes); FILE is a module exported by `kiln compile`. Targets: TARGETS
+/// (`ref` is the graph-IR reference interpreter, `interp` the loop-IR interpreter behind
+/// the graph executor, `cpu` native code through Cranelift).
 #[derive(Parser, Debug)]
 #[command(name = "kiln", version, about)]
 struct Cli {
@@ -54,7 +56,7 @@ struct ShapeArgs {
 /// The graph-level optimization level (0..=3, Relay's levels); for models only, not
 /// exported files.
 fn opt_level_arg() -> clap::builder::RangedI64ValueParser<u8> {
-    clap::value_parser!(u8).range(0..=i64::from(kiln_rewrite::pass::MAX_OPT_LEVEL))
+    clap::value_parser!(u8).range(0..=i64::from(kiln::layers::rewrite::pass::MAX_OPT_LEVEL))
 }
 
 /// A count that must be at least 1.
@@ -81,8 +83,8 @@ enum Command {
         /// every kernel of the optimized graph, one per fused group).
         #[arg(long, default_value = "graph")]
         emit: String,
-        /// The target kind the kernels are scheduled for with `--emit loop`: `cpu` or
-        /// `gpu`.
+        /// The target whose default schedules `--emit loop` lowers with: TARGETS (or a
+        /// GPU kind without a backend yet, `cuda`, `vulkan`, for GPU schedules).
         #[arg(long, default_value = "cpu")]
         target: String,
         /// Graph-level optimization level for `--emit opt` and `--emit loop`, 0..=3
@@ -97,7 +99,8 @@ enum Command {
         model: String,
         #[command(flatten)]
         shape: ShapeArgs,
-        /// What to compile for: `interp` (`ref` compiles nothing).
+        /// What to compile for: one of TARGETS, with options (`cpu -threads=4`); `ref`
+        /// compiles nothing.
         #[arg(long)]
         target: String,
         /// The file to write.
@@ -114,14 +117,19 @@ enum Command {
         model: String,
         #[command(flatten)]
         shape: ShapeArgs,
-        /// Where to run: `ref` (the reference interpreter) or `interp`.
-        #[arg(long, default_value = "ref")]
-        target: String,
+        /// Where to run: one of TARGETS. A model runs on `ref` (the reference
+        /// interpreter) when not given; an exported module on the target recorded in it.
+        #[arg(long)]
+        target: Option<String>,
         #[command(flatten)]
         inputs: InputArgs,
         /// Write output 0 to this `.npy` file.
         #[arg(long)]
         output: Option<PathBuf>,
+        /// Also run the model on `ref` with the same inputs and print the largest
+        /// absolute difference of the outputs (an error above 1e-4).
+        #[arg(long)]
+        check: bool,
         /// Graph-level optimization level, 0..=3 (default 3; models only).
         #[arg(long, value_name = "N", value_parser = opt_level_arg())]
         opt_level: Option<u8>,
@@ -133,9 +141,10 @@ enum Command {
         model: String,
         #[command(flatten)]
         shape: ShapeArgs,
-        /// Where to run: `ref` or `interp`.
+        /// Where to run: one of TARGETS (needed for a model; an exported module runs on
+        /// the target recorded in it).
         #[arg(long)]
-        target: String,
+        target: Option<String>,
         #[command(flatten)]
         inputs: InputArgs,
         /// Graph-level optimization level, 0..=3 (default 3; models only).
@@ -194,9 +203,10 @@ enum Command {
         model: String,
         #[command(flatten)]
         shape: ShapeArgs,
-        /// Where to run: a compiling target (`interp`).
+        /// Where to run: a compiling target, one of TARGETS but `ref` (needed for a
+        /// model; an exported module runs on the target recorded in it).
         #[arg(long)]
-        target: String,
+        target: Option<String>,
         #[command(flatten)]
         inputs: InputArgs,
         /// Graph-level optimization level, 0..=3 (default 3; models only).
@@ -211,8 +221,40 @@ enum Command {
     },
 }
 
+/// The command with the registry's target list in every help text that names TARGETS.
+fn command() -> clap::Command {
+    let targets = compile::registry().targets_text();
+    let fill = |text: String| text.replace("TARGETS", &targets);
+    let mut cmd = Cli::command();
+    if let Some(about) = cmd.get_about().map(|a| fill(a.to_string())) {
+        cmd = cmd.about(about);
+    }
+    if let Some(about) = cmd.get_long_about().map(|a| fill(a.to_string())) {
+        cmd = cmd.long_about(about);
+    }
+    let subs: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    for sub in subs {
+        cmd = cmd.mut_subcommand(sub, |c| {
+            c.mut_arg("target", |a| {
+                let help = a.get_help().map(|h| fill(h.to_string()));
+                match help {
+                    Some(h) => a.help(h),
+                    None => a,
+                }
+            })
+        });
+    }
+    cmd
+}
+
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
         Ok(cli) => cli,
         Err(e) => match e.kind() {
             ErrorKind::DisplayHelp
@@ -274,6 +316,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             inputs,
             output,
             opt_level,
+            check,
         } => run::run(&run::RunArgs {
             model,
             shapes: model::parse_shapes(&shape.shapes)?,
@@ -282,6 +325,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             output,
             seed: inputs.seed,
             opt_level,
+            check,
         }),
         Command::Bench {
             model,

@@ -6,28 +6,19 @@
 //! An ONNX model is recognised by the extension `.onnx`, or, for any other name, by
 //! failing to parse as text IR and then decoding as an ONNX `ModelProto`.
 
-use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use kiln_executor::export::MAGIC;
-use kiln_frontend_onnx::{Error as OnnxError, decode_model, from_onnx};
-use kiln_ir::text::{PrintOptions, parse_module, print_module};
-use kiln_ir::zoo::{self, Params};
-use kiln_ir::{Module, verify};
-use kiln_te::topi::{TargetKind, kernels_of};
-
-/// A model and its params (empty for a text file: every parameter is an input).
-pub struct Model {
-    /// The verified graph-IR module.
-    pub module: Module,
-    /// Weights bound to `@main`'s parameters by name.
-    pub params: Params,
-}
+use kiln::layers::executor::backend::schedule_kind;
+use kiln::layers::executor::export::MAGIC;
+use kiln::layers::frontend_onnx::Error as OnnxError;
+use kiln::layers::ir::text::{PrintOptions, print_module};
+use kiln::layers::te::topi::kernels_of;
+use kiln::{Model, Target, TargetKind};
 
 /// Input shapes fixed by `--shape NAME=DIMS`, by input name.
-pub type Shapes = BTreeMap<String, Vec<usize>>;
+pub type Shapes = kiln::Shapes;
 
 /// Parses `--shape` values (`NAME=1,3,224,224`; `NAME=` is a scalar). A name given twice
 /// is an error.
@@ -98,91 +89,24 @@ pub fn open(spec: &str, shapes: &Shapes) -> Result<Source> {
     Ok(Source::Model(Box::new(load(spec, shapes)?)))
 }
 
-/// Whether `spec` names a file with the extension `.onnx` (any case).
-fn has_onnx_extension(spec: &str) -> bool {
-    Path::new(spec)
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
-}
-
-/// Imports the ONNX model in `bytes` (read from `spec`) with the input shapes `shapes`.
-/// Every unsupported node is listed at once.
-fn import_onnx(spec: &str, bytes: &[u8], shapes: &Shapes) -> Result<(Module, Params)> {
-    from_onnx(bytes, shapes).map_err(|e| {
-        let dynamic = matches!(e.root(), OnnxError::InvalidModel(m) if m.contains("dynamic"));
-        if dynamic {
+/// Loads `zoo:NAME`, imports an ONNX file or parses a text IR file, then verifies it
+/// (`kiln::load`); a dynamic ONNX input gets a hint to fix it with `--shape`.
+pub fn load(spec: &str, shapes: &Shapes) -> Result<Model> {
+    kiln::load(spec, shapes).map_err(|e| match &e {
+        kiln::Error::Onnx(onnx)
+            if matches!(onnx.root(), OnnxError::InvalidModel(m) if m.contains("dynamic")) =>
+        {
             anyhow::anyhow!(
                 "cannot import ONNX model `{spec}`: {e}; fix it with --shape NAME=DIMS \
                  (e.g. --shape input=1,3,224,224)"
             )
-        } else {
+        }
+        kiln::Error::Onnx(_) => {
             anyhow::Error::new(e).context(format!("cannot import ONNX model `{spec}`"))
         }
+        kiln::Error::Ir(_) => anyhow::Error::new(e).context(format!("{spec}")),
+        _ => anyhow::Error::new(e),
     })
-}
-
-/// `--shape` given for a model that is not ONNX.
-fn refuse_shapes(spec: &str, shapes: &Shapes) -> Result<()> {
-    if !shapes.is_empty() {
-        bail!(
-            "--shape fixes the input shapes of ONNX models; `{spec}` is not one (graph-IR \
-             models declare their shapes)"
-        );
-    }
-    Ok(())
-}
-
-/// Loads `zoo:NAME`, imports an ONNX file or parses a text IR file, then verifies it.
-pub fn load(spec: &str, shapes: &Shapes) -> Result<Model> {
-    let (module, params) = if let Some(name) = spec.strip_prefix("zoo:") {
-        refuse_shapes(spec, shapes)?;
-        zoo::by_name(name)?
-    } else {
-        if !spec.contains('.') && !std::path::Path::new(spec).exists() {
-            bail!(
-                "`{spec}` is neither a zoo model (write zoo:NAME; known: {}) nor a file",
-                zoo::NAMES.join(", ")
-            );
-        }
-        let bytes =
-            std::fs::read(spec).with_context(|| format!("cannot read model file `{spec}`"))?;
-        if bytes.starts_with(MAGIC) {
-            bail!(
-                "`{spec}` is a module exported by `kiln compile`, not a graph-IR model (run, \
-                 bench and profile take exported modules; this command needs the model)"
-            );
-        }
-        if has_onnx_extension(spec) {
-            import_onnx(spec, &bytes, shapes)?
-        } else {
-            match String::from_utf8(bytes) {
-                Ok(text) => match parse_module(&text) {
-                    Ok(module) => {
-                        refuse_shapes(spec, shapes)?;
-                        (module, Params::new())
-                    }
-                    // Not text IR: an ONNX model under another name is still a model.
-                    Err(_) if decode_model(text.as_bytes()).is_ok() => {
-                        import_onnx(spec, text.as_bytes(), shapes)?
-                    }
-                    Err(e) => return Err(e).with_context(|| spec.to_string()),
-                },
-                Err(e) => {
-                    let bytes = e.into_bytes();
-                    match decode_model(&bytes) {
-                        Ok(_) => import_onnx(spec, &bytes, shapes)?,
-                        Err(onnx) => bail!(
-                            "`{spec}` is neither a text IR file (it is not UTF-8), an ONNX \
-                             model ({onnx}), nor a module exported by `kiln compile` (it \
-                             does not start with the magic bytes \"KILNMOD\\0\")"
-                        ),
-                    }
-                }
-            }
-        }
-    };
-    verify::verify(&module).with_context(|| format!("{spec} is not a valid module"))?;
-    Ok(Model { module, params })
 }
 
 /// What `kiln inspect` prints.
@@ -191,17 +115,17 @@ pub struct InspectArgs {
     pub types: bool,
     /// `graph`, `opt` or `loop`.
     pub emit: String,
-    /// The target kind of `--emit loop`: `cpu` or `gpu`.
+    /// The target whose default schedules `--emit loop` lowers with.
     pub target: String,
     /// The opt level of `--emit opt` and `--emit loop` (default 3).
     pub opt_level: Option<u8>,
 }
 
-/// `kiln inspect MODEL [--types] [--emit graph|opt|loop] [--target cpu|gpu]
-/// [--opt-level N]`.
+/// `kiln inspect MODEL [--types] [--emit graph|opt|loop] [--target T] [--opt-level N]`.
+/// `--emit loop` lowers under the schedule kind of the backend the registry names for
+/// `T`; a built-in kind without a backend yet (`cuda`, `vulkan`) shows the default
+/// schedules for its kind.
 pub fn inspect(spec: &str, shapes: &Shapes, args: &InspectArgs) -> Result<()> {
-    let target = TargetKind::from_name(&args.target)
-        .ok_or_else(|| anyhow::anyhow!("unknown target `{}` (known: cpu, gpu)", args.target))?;
     let opts = PrintOptions {
         types: args.types,
         ..PrintOptions::default()
@@ -219,7 +143,7 @@ pub fn inspect(spec: &str, shapes: &Shapes, args: &InspectArgs) -> Result<()> {
         }
         "opt" => {
             let model = load(spec, shapes)?;
-            let opt = kiln_executor::optimize(&model.module, &model.params, opt_level)
+            let opt = kiln::optimize(&model.module, &model.params, opt_level)
                 .with_context(|| format!("cannot optimize {spec}"))?;
             print!("{}", print_module(&opt.module, &opts));
             println!(
@@ -231,11 +155,24 @@ pub fn inspect(spec: &str, shapes: &Shapes, args: &InspectArgs) -> Result<()> {
             }
         }
         "loop" => {
+            let target: Target = args.target.parse()?;
+            let schedule = match crate::compile::parse_target(&args.target) {
+                Ok(kiln::Resolved {
+                    target,
+                    backend: Some(b),
+                }) => b.schedule_kind(&target),
+                Ok(_) => bail!(
+                    "--emit loop needs a target with kernels; `ref` compiles none (targets: {})",
+                    crate::compile::compiling_targets()
+                ),
+                Err(_) if !matches!(target.kind(), TargetKind::Custom(_)) => schedule_kind(&target),
+                Err(e) => return Err(e),
+            };
             let model = load(spec, shapes)?;
-            let opt = kiln_executor::optimize(&model.module, &model.params, opt_level)
+            let opt = kiln::optimize(&model.module, &model.params, opt_level)
                 .with_context(|| format!("cannot optimize {spec}"))?;
-            let kernels = kernels_of(&opt.module, target)
-                .with_context(|| format!("cannot lower {spec} for {}", target.name()))?;
+            let kernels = kernels_of(&opt.module, schedule)
+                .with_context(|| format!("cannot lower {spec} for {target}"))?;
             let mut out = String::new();
             for (i, k) in kernels.iter().enumerate() {
                 if i > 0 {

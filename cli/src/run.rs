@@ -2,15 +2,21 @@
 //! binds inputs (from `.npy` files or random from a seed), runs it once through the graph
 //! executor, prints each output's type, first values and the times, and writes output 0
 //! to `--output`. `--target ref` is the graph-IR reference interpreter behind the same
-//! executor API.
+//! executor API (the default for models); an exported module runs on the target recorded
+//! in it. `--check` runs the model on `ref` too, with the same inputs, and prints the
+//! largest absolute difference of the outputs (an error above [`CHECK_ATOL`]).
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
+use kiln::NDArray;
 
-use crate::compile::{bind_inputs, parse_target, prepare};
-use crate::model::Shapes;
+use crate::compile::{bind_inputs, prepare};
+use crate::model::{self, Shapes, Source};
+
+/// The largest absolute difference from `ref` that `--check` accepts.
+pub const CHECK_ATOL: f64 = 1e-4;
 
 /// Arguments of `kiln run`.
 pub struct RunArgs {
@@ -18,8 +24,9 @@ pub struct RunArgs {
     pub model: String,
     /// `--shape` overrides of ONNX input shapes.
     pub shapes: Shapes,
-    /// The `--target` text.
-    pub target: String,
+    /// The `--target` text, if given (models default to `ref`; an exported module runs
+    /// on the target recorded in it).
+    pub target: Option<String>,
     /// `NAME=FILE.npy` inputs.
     pub inputs: Vec<String>,
     /// Where to write output 0.
@@ -28,12 +35,19 @@ pub struct RunArgs {
     pub seed: u64,
     /// `--opt-level`, if given.
     pub opt_level: Option<u8>,
+    /// Compare the outputs with `ref`'s.
+    pub check: bool,
 }
 
 /// `kiln run MODEL|FILE --target T ...`.
 pub fn run(args: &RunArgs) -> Result<()> {
-    let target = parse_target(&args.target)?;
-    let prepared = prepare(&args.model, &args.shapes, &target, args.opt_level)?;
+    let prepared = prepare(
+        &args.model,
+        &args.shapes,
+        args.target.as_deref(),
+        Some("ref"),
+        args.opt_level,
+    )?;
     let module = &prepared.module;
     let mut exec = module.create_executor()?;
     bind_inputs(&mut exec, module, &args.inputs, args.seed)?;
@@ -46,11 +60,69 @@ pub fn run(args: &RunArgs) -> Result<()> {
         println!("output {i}: {} {}", out.ty(), out.preview(10));
     }
     println!("{}", prepared.summary());
-    println!("target {target}: ran in {:.3} s", elapsed.as_secs_f64());
+    println!(
+        "target {}: ran in {:.3} s",
+        module.target(),
+        elapsed.as_secs_f64()
+    );
     if let Some(path) = &args.output {
         let first = outputs.first().context("the model has no outputs")?;
         first.write_npy(path)?;
         println!("wrote output 0 to {}", path.display());
+    }
+    if args.check {
+        check(args, &outputs)?;
+    }
+    Ok(())
+}
+
+/// `--check`: runs the model on `ref` (the graph-IR reference interpreter) with the same
+/// inputs and prints the largest absolute difference; above [`CHECK_ATOL`] is an error.
+fn check(args: &RunArgs, outputs: &[NDArray]) -> Result<()> {
+    if let Source::Exported(_) = model::open(&args.model, &args.shapes)? {
+        bail!(
+            "--check runs the model on `ref`, and `{}` is an exported module (no graph IR \
+             left to interpret); check the model it was compiled from",
+            args.model
+        );
+    }
+    let reference = prepare(&args.model, &args.shapes, Some("ref"), None, args.opt_level)?;
+    let mut exec = reference.module.create_executor()?;
+    bind_inputs(&mut exec, &reference.module, &args.inputs, args.seed)?;
+    exec.run()?;
+    let want = exec.outputs()?;
+    if want.len() != outputs.len() {
+        bail!(
+            "check against ref: {} outputs, ref has {}",
+            outputs.len(),
+            want.len()
+        );
+    }
+    let mut worst = 0.0f64;
+    for (g, w) in outputs.iter().zip(&want) {
+        if g.shape() != w.shape() || g.dtype() != w.dtype() {
+            bail!(
+                "check against ref: output {} differs from ref's {}",
+                g.ty(),
+                w.ty()
+            );
+        }
+        for (a, b) in g.to_f64_vec().into_iter().zip(w.to_f64_vec()) {
+            let d = if a == b || (a.is_nan() && b.is_nan()) {
+                0.0
+            } else {
+                (a - b).abs()
+            };
+            worst = worst.max(if d.is_nan() { f64::INFINITY } else { d });
+        }
+    }
+    println!(
+        "check against ref: max |diff| = {worst:.3e} over {} output{} (tolerance {CHECK_ATOL:e})",
+        want.len(),
+        if want.len() == 1 { "" } else { "s" }
+    );
+    if worst > CHECK_ATOL {
+        bail!("check against ref failed: max |diff| {worst:.3e} is above {CHECK_ATOL:e}");
     }
     Ok(())
 }

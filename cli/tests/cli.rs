@@ -151,7 +151,8 @@ fn inspect_loop_ir_for_cpu_and_gpu() {
     assert!(cpu.contains("primfn @fused_nn_dense"), "{cpu}");
     assert!(cpu.contains("parallel for"), "{cpu}");
     assert!(cpu.contains("vectorized for"), "{cpu}");
-    let o = kiln(&["inspect", "zoo:mlp", "--emit", "loop", "--target", "gpu"]);
+    // A GPU kind without a backend yet shows the GPU default schedules.
+    let o = kiln(&["inspect", "zoo:mlp", "--emit", "loop", "--target", "cuda"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let gpu = stdout(&o);
     assert!(gpu.contains("launch_thread blockIdx.x"), "{gpu}");
@@ -188,7 +189,7 @@ fn inspect_resnet18_loop_ir() {
         "--emit",
         "loop",
         "--target",
-        "gpu",
+        "vulkan",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let gpu = stdout(&o);
@@ -200,7 +201,9 @@ fn inspect_rejects_unknown_emit_and_target() {
     let o = kiln(&["inspect", "zoo:mlp", "--emit", "asm"]);
     assert_clear_error(&o, &["unknown --emit `asm`", "graph, opt, loop"]);
     let o = kiln(&["inspect", "zoo:mlp", "--emit", "loop", "--target", "tpu"]);
-    assert_clear_error(&o, &["unknown target `tpu`", "cpu, gpu"]);
+    assert_clear_error(&o, &["unknown target `tpu`", "ref, interp, cpu"]);
+    let o = kiln(&["inspect", "zoo:mlp", "--emit", "loop", "--target", "ref"]);
+    assert_clear_error(&o, &["`ref` compiles none", "interp, cpu"]);
 }
 
 #[test]

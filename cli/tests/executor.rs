@@ -415,7 +415,11 @@ fn bad_arguments_give_one_clear_line() {
     // Targets.
     assert_clear_error(
         &kiln(&["compile", "zoo:mlp", "--target", "tpu", "-o", out]),
-        &["unknown target `tpu`", "ref, interp, cpu", "not built yet"],
+        &[
+            "unknown target `tpu`",
+            "ref, interp, cpu",
+            "no backend serves",
+        ],
     );
     assert_clear_error(
         &kiln(&["run", "zoo:mlp", "--target", "cpu -threads=0"]),
@@ -506,4 +510,39 @@ fn bad_arguments_give_one_clear_line() {
         &kiln(&["run", s(&file), "--target", "interp", "--opt-level", "1"]),
         &["--opt-level", "exported module"],
     );
+}
+
+#[test]
+fn exported_files_run_on_their_recorded_target_and_check_compares_with_ref() {
+    // Without --target, an exported module runs (and benches) on the target in the file.
+    let (file, _) = compile_mlp("recorded.kmod");
+    let run = kiln_ok(&["run", s(&file)]);
+    assert!(run.contains("loaded for interp"), "{run}");
+    assert!(run.contains("target interp: ran in"), "{run}");
+    let bench = kiln_ok(&["bench", s(&file), "--repeat", "1", "--number", "1"]);
+    assert!(bench.contains("loaded for interp"), "{bench}");
+    // --check runs the model on `ref` too and prints the largest difference.
+    let check = kiln_ok(&["run", "zoo:mlp", "--target", "cpu", "--check"]);
+    assert!(
+        check.contains("check against ref: max |diff| = "),
+        "{check}"
+    );
+    assert_clear_error(
+        &kiln(&["run", s(&file), "--check"]),
+        &["--check", "exported"],
+    );
+    // A model needs a target to bench on; the message lists the registry's targets.
+    assert_clear_error(
+        &kiln(&["bench", "zoo:mlp"]),
+        &["--target", "ref, interp, cpu"],
+    );
+}
+
+#[test]
+fn help_texts_list_the_registry_targets() {
+    for sub in ["compile", "run", "bench", "profile", "inspect"] {
+        let help = kiln_ok(&[sub, "--help"]);
+        assert!(help.contains("ref, interp, cpu"), "{sub}: {help}");
+        assert!(!help.contains("TARGETS"), "{sub}: {help}");
+    }
 }

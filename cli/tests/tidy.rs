@@ -1,6 +1,8 @@
-//! Keeps the workspace honest: every crate is in ARCHITECTURE.md's table with the kiln
-//! dependencies DESIGN.md allows, every Rust source file opens with a `//!` doc, and the
-//! README keeps its two set-up commands.
+//! Keeps the workspace honest: DESIGN.md's crate table is mirrored here (and compared with
+//! `../shared/DESIGN.md` when present); every crate is in ARCHITECTURE.md's table, whose
+//! "depends on" column names every kiln dependency of the crate and nothing DESIGN.md
+//! forbids; every Rust source file opens with a `//!` doc; the README keeps its two
+//! set-up commands and CI runs the first.
 
 use std::path::{Path, PathBuf};
 
@@ -11,53 +13,159 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// (folder, kiln crates it may depend on); `cli` and `testsuite` may use everything.
-const ALLOWED: &[(&str, &[&str])] = &[
-    ("ir", &[]),
-    ("rewrite", &["kiln-ir"]),
-    ("te", &["kiln-ir"]),
-    ("executor", &["kiln-ir", "kiln-rewrite", "kiln-te"]),
-    (
-        "backend-cranelift",
-        &["kiln-te", "kiln-executor", "kiln-ir"],
-    ),
-    ("backend-cuda", &["kiln-te", "kiln-executor", "kiln-ir"]),
-    ("backend-spirv", &["kiln-te", "kiln-executor", "kiln-ir"]),
-    ("frontend-onnx", &["kiln-ir"]),
-    ("cli", &["*"]),
-    ("testsuite", &["*"]),
+/// DESIGN.md's crate table, mirrored: (folder, what that folder's row says it may depend
+/// on, as written there). `../shared/DESIGN.md`, when present, must say the same.
+const DESIGN: &[(&str, &str)] = &[
+    ("ir", "nothing in kiln"),
+    ("rewrite", "`ir`"),
+    ("te", "`ir`"),
+    ("executor", "`ir`, `te` (not `rewrite`)"),
+    ("backend-cranelift", "`te`, `executor`"),
+    ("backend-cuda", "`te`, `executor`"),
+    ("backend-spirv", "`te`, `executor`"),
+    ("kiln", "everything but `cli`, `testsuite`"),
+    ("frontend-onnx", "`ir`"),
+    ("cli", "`kiln`"),
+    ("testsuite", "everything"),
 ];
 
+/// The package name of a folder.
+fn package(folder: &str) -> String {
+    if folder == "kiln" {
+        "kiln".to_string()
+    } else {
+        format!("kiln-{folder}")
+    }
+}
+
+/// The names written in backticks in `text`, before any parenthesis.
+fn backticked(text: &str) -> Vec<String> {
+    let text = text.split('(').next().unwrap_or(text);
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// The package names a "may depend on" cell allows (folders or package names, `nothing`,
+/// `—`, `everything`, `everything but ...`).
+fn allowed_by(cell: &str, own: &str) -> Vec<String> {
+    let cell = cell.trim();
+    let to_package = |n: &str| {
+        if n.starts_with("kiln") {
+            n.to_string()
+        } else {
+            package(n)
+        }
+    };
+    if cell.starts_with("nothing") || cell == "—" {
+        return vec![];
+    }
+    if let Some(rest) = cell.strip_prefix("everything") {
+        let but: Vec<String> = backticked(rest).iter().map(|n| to_package(n)).collect();
+        return DESIGN
+            .iter()
+            .map(|(f, _)| package(f))
+            .filter(|p| p != own && !but.contains(p))
+            .collect();
+    }
+    backticked(cell).iter().map(|n| to_package(n)).collect()
+}
+
+/// What DESIGN.md lets `folder` depend on, closed over what those crates may use (a
+/// backend may name `kiln-ir`, which `te` and `executor` are built on).
+fn design_allows(folder: &str) -> Vec<String> {
+    let mut out: Vec<String> = vec![];
+    let mut todo = allowed_by(
+        DESIGN.iter().find(|(f, _)| *f == folder).unwrap().1,
+        &package(folder),
+    );
+    while let Some(p) = todo.pop() {
+        if out.contains(&p) {
+            continue;
+        }
+        if let Some((f, cell)) = DESIGN.iter().find(|(f, _)| package(f) == p) {
+            todo.extend(allowed_by(cell, &package(f)));
+        }
+        out.push(p);
+    }
+    out
+}
+
+/// The kiln crates in the `[dependencies]` section of a manifest.
 fn kiln_deps(manifest: &str) -> Vec<String> {
     manifest
         .lines()
         .map(str::trim)
-        .filter(|l| l.starts_with("kiln-"))
+        .skip_while(|l| *l != "[dependencies]")
+        .skip(1)
+        .take_while(|l| !l.starts_with('['))
+        .filter(|l| l.starts_with("kiln"))
         .filter_map(|l| l.split(['.', ' ', '=']).next())
         .map(str::to_string)
         .collect()
 }
 
+/// The cells of the markdown table row of `md` that starts with `first`.
+fn row<'a>(md: &'a str, first: &str) -> Option<Vec<&'a str>> {
+    md.lines()
+        .find(|l| l.starts_with(first))
+        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+}
+
 #[test]
-fn crates_match_the_architecture_table() {
+fn the_design_table_is_mirrored_here() {
+    let path = root().join("../shared/DESIGN.md");
+    let Ok(design) = std::fs::read_to_string(&path) else {
+        println!("SKIP: {} is not here", path.display());
+        return;
+    };
+    for (folder, deps) in DESIGN {
+        let cells = row(&design, &format!("| `{folder}` |"))
+            .unwrap_or_else(|| panic!("DESIGN.md has no row for `{folder}`"));
+        assert_eq!(
+            cells.get(2).copied(),
+            Some(*deps),
+            "DESIGN.md's row for `{folder}`"
+        );
+    }
+}
+
+#[test]
+fn crates_match_the_architecture_table_and_the_design() {
     let arch = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
     let workspace = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
-    for (folder, allowed) in ALLOWED {
+    for (folder, _) in DESIGN {
+        let package = package(folder);
         assert!(
             workspace.contains(&format!("\"{folder}\"")),
             "{folder} is not a workspace member"
         );
-        let row = format!("| `kiln-{folder}` | `{folder}` |");
-        assert!(arch.contains(&row), "ARCHITECTURE.md has no row `{row}`");
+        let first = format!("| `{package}` | `{folder}` |");
+        let cells =
+            row(&arch, &first).unwrap_or_else(|| panic!("ARCHITECTURE.md has no row `{first}`"));
+        let arch_deps = allowed_by(cells[2], &package);
         let manifest = std::fs::read_to_string(root().join(folder).join("Cargo.toml")).unwrap();
         assert!(
-            manifest.contains(&format!("name = \"kiln-{folder}\"")),
+            manifest.contains(&format!("name = \"{package}\"")),
             "{folder}: package name"
         );
+        let allowed = design_allows(folder);
         for dep in kiln_deps(&manifest) {
             assert!(
-                allowed.contains(&"*") || allowed.contains(&dep.as_str()),
+                allowed.contains(&dep),
                 "{folder} depends on {dep}, which DESIGN.md does not allow"
+            );
+            assert!(
+                arch_deps.contains(&dep),
+                "{folder} depends on {dep}, which its ARCHITECTURE.md row does not say"
+            );
+        }
+        for dep in &arch_deps {
+            assert!(
+                allowed.contains(dep),
+                "ARCHITECTURE.md says {folder} depends on {dep}, which DESIGN.md does not allow"
             );
         }
     }
@@ -82,7 +190,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn every_source_file_opens_with_a_module_doc() {
     let mut files = Vec::new();
-    for (folder, _) in ALLOWED {
+    for (folder, _) in DESIGN {
         rust_files(&root().join(folder), &mut files);
     }
     assert!(files.len() > 20);
@@ -99,10 +207,30 @@ fn every_source_file_opens_with_a_module_doc() {
 #[test]
 fn readme_keeps_its_two_setup_commands() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    assert!(readme.contains(
-        "cargo run --release -p kiln-cli -- run zoo:resnet18 --target ref --output out.npy"
-    ));
-    assert!(readme.contains("cargo test --workspace"));
     let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
+    // The first set-up command runs the main job with the compiler, checked against the
+    // reference, and CI's main-job step runs exactly that command.
+    let main_job = "cargo run --release -p kiln-cli -- run zoo:resnet18 --target cpu --check \
+                    --output out.npy";
+    let commands: Vec<&str> = readme
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        commands.first(),
+        Some(&main_job),
+        "README's first set-up command"
+    );
+    assert_eq!(
+        commands.get(1),
+        Some(&"cargo test --workspace"),
+        "the second"
+    );
+    assert!(
+        ci.lines().any(|l| l.trim() == main_job),
+        ".ci/run must run `{main_job}`"
+    );
     assert!(ci.contains("cargo test --workspace"));
 }

@@ -25,29 +25,76 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
+use kiln_ir::DType;
 use kiln_te::tir::PrimFunc;
-use kiln_te::topi::TargetKind as LowerKind;
+use kiln_te::topi::ScheduleKind;
 
 use crate::error::Result;
-use crate::target::Target;
+use crate::target::{Target, TargetKind, TargetOption};
 
-/// A code generator and the device it runs on.
+/// A code generator and the device it runs on. A backend describes itself here, once:
+/// the target kind it serves and that kind's options, which default schedules its
+/// kernels are lowered with, and what it declares unsupported. The registry of the
+/// `kiln` crate, the CLI and every test suite read these answers; nothing else maps
+/// targets to backends.
 pub trait Backend: Send + Sync + fmt::Debug {
     /// The backend's name, for messages (`interp`, `cranelift`, ...).
     fn name(&self) -> &str;
 
-    /// Whether this backend compiles for `target` (its kind and options).
-    fn supports(&self, target: &Target) -> bool;
+    /// The one target kind this backend serves (`cpu`, or a
+    /// [`TargetKind::Custom`] kind for a backend from outside kiln).
+    fn target_kind(&self) -> TargetKind;
+
+    /// The options its targets accept: the built-in kind's table, or for a custom kind
+    /// what the backend declares (none by default).
+    fn options(&self) -> &[TargetOption] {
+        self.target_kind().options().unwrap_or(&[])
+    }
+
+    /// The target the test suites run this backend with (`cpu -threads=2`); by default
+    /// its kind without options.
+    fn test_target(&self) -> Target {
+        Target::new(self.target_kind())
+    }
+
+    /// What this backend declares it does not support: a case that uses one of these
+    /// (op, dtype) pairs is skipped by the suites and counted, never passed silently.
+    fn unsupported(&self) -> Vec<Unsupported> {
+        vec![]
+    }
+
+    /// Whether this backend compiles for `target`: by default, any target of its kind.
+    fn supports(&self, target: &Target) -> bool {
+        *target.kind() == self.target_kind()
+    }
 
     /// Which default schedules the kernels are lowered with for `target`: loops for a
     /// CPU, or blocks and threads for a GPU. By default, GPU targets get GPU schedules.
-    fn lower_kind(&self, target: &Target) -> LowerKind {
-        lower_kind(target)
+    fn schedule_kind(&self, target: &Target) -> ScheduleKind {
+        schedule_kind(target)
     }
 
     /// Compiles `kernels` into a library for this backend's device; kernel `i` of the
     /// library is `kernels[i]`. The kernels have passed `tir::verify`.
     fn compile(&self, target: &Target, kernels: &[PrimFunc]) -> Result<Arc<dyn KernelLibrary>>;
+}
+
+/// An (op, dtype) pair a backend declares it does not support, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsupported {
+    /// The op's name as the graph IR writes it (`nn.conv2d`); `*` matches every op.
+    pub op: String,
+    /// The dtype the op is unsupported for.
+    pub dtype: DType,
+    /// Why, in a few words (shown in skip counts).
+    pub reason: String,
+}
+
+impl Unsupported {
+    /// Whether this declaration covers `op` at `dtype`.
+    pub fn covers(&self, op: &str, dtype: DType) -> bool {
+        (self.op == "*" || self.op == op) && self.dtype == dtype
+    }
 }
 
 /// Compiled kernels together with the device they run on.
@@ -88,10 +135,10 @@ pub trait DeviceBuffer: Send + Sync + fmt::Debug {
 
 /// The default schedule kind for a target: GPU schedules for GPU targets, CPU schedules
 /// otherwise (the interpreters run CPU schedules fastest).
-pub fn lower_kind(target: &Target) -> LowerKind {
+pub fn schedule_kind(target: &Target) -> ScheduleKind {
     if target.kind().is_gpu() {
-        LowerKind::Gpu
+        ScheduleKind::Gpu
     } else {
-        LowerKind::Cpu
+        ScheduleKind::Cpu
     }
 }

@@ -45,9 +45,6 @@ pub enum Error {
     /// An error from the loop-IR layer (lowering, verification, the loop-IR interpreter).
     #[error(transparent)]
     Te(#[from] kiln_te::Error),
-    /// An error from the graph optimizer (a bad pass context, a pass that failed).
-    #[error(transparent)]
-    Rewrite(#[from] kiln_rewrite::Error),
     /// An error from the graph-IR layer (tensors, dtypes, modules).
     #[error(transparent)]
     Ir(#[from] kiln_ir::Error),

@@ -87,12 +87,21 @@ impl CompiledModule {
 
 /// Reads, validates and compiles again the module exported to `path`, on `backend`.
 pub fn load(path: impl AsRef<Path>, backend: Arc<dyn Backend>) -> Result<CompiledModule> {
+    load_with(path, &|_| Ok(backend.clone()))
+}
+
+/// Picks the backend for the target recorded in a module file (the `kiln` crate's
+/// registry is one).
+pub type ResolveBackend<'a> = &'a dyn Fn(&Target) -> Result<Arc<dyn Backend>>;
+
+/// [`load`] on the backend `resolve` names for the target recorded in the file.
+pub fn load_with(path: impl AsRef<Path>, resolve: ResolveBackend<'_>) -> Result<CompiledModule> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    load_bytes(&bytes, backend).map_err(|e| match e {
+    load_bytes_with(&bytes, resolve).map_err(|e| match e {
         Error::InvalidModuleFile(m) => Error::InvalidModuleFile(format!("{}: {m}", path.display())),
         other => other,
     })
@@ -151,6 +160,11 @@ impl<'a> Reader<'a> {
 
 /// [`load`] from bytes in memory.
 pub fn load_bytes(bytes: &[u8], backend: Arc<dyn Backend>) -> Result<CompiledModule> {
+    load_bytes_with(bytes, &|_| Ok(backend.clone()))
+}
+
+/// [`load_with`] from bytes in memory.
+pub fn load_bytes_with(bytes: &[u8], resolve: ResolveBackend<'_>) -> Result<CompiledModule> {
     let mut r = Reader { bytes, pos: 0 };
     if r.take(8, "the magic").ok() != Some(&MAGIC[..]) {
         return Err(bad(
@@ -195,6 +209,7 @@ pub fn load_bytes(bytes: &[u8], backend: Arc<dyn Backend>) -> Result<CompiledMod
     let target: Target = target_text
         .parse()
         .map_err(|e| bad(format!("target `{target_text}`: {e}")))?;
+    let backend = resolve(&target)?;
     if !backend.supports(&target) {
         return Err(Error::Unsupported(format!(
             "the module was built for `{target}`, which backend `{}` does not serve",
@@ -236,6 +251,5 @@ pub fn load_bytes(bytes: &[u8], backend: Arc<dyn Backend>) -> Result<CompiledMod
         Program::Kernels { kernels, library },
         layout,
         vec![],
-        kiln_rewrite::PassReport::default(),
     ))
 }

@@ -1,8 +1,9 @@
-//! The executor: what every backend shares once a model is compiled (TVM's `relay.build`
-//! plus the graph executor).
+//! The runtime: what every backend shares once a model is optimized (the back half of
+//! TVM's `relay.build`, plus the graph executor).
 //!
-//! - [`build()`](build::build): graph-IR module + target + params → [`CompiledModule`]
-//!   (graph JSON, kernel library, params), one kernel per op call, memory planned;
+//! - [`assemble()`]: an optimized graph-IR module + params + target + backend →
+//!   [`CompiledModule`] (graph JSON, kernel library, params), one kernel per call of a
+//!   primitive function, memory planned (the `kiln` crate's `build` optimizes first);
 //! - [`backend`]: the [`Backend`] trait every code generator implements (compile loop-IR
 //!   kernels; device buffers, explicit copies, kernel calls, synchronize);
 //!   [`backends::interp`] is the reference device, running the loop-IR interpreter;
@@ -15,8 +16,9 @@
 //! - [`params`], [`graph_json`]: TVM's params and graph JSON formats; [`target`]:
 //!   [`Target`] values such as `cpu -threads=2`; [`Error`]: the crate's error type.
 //!
-//! Depends on `kiln-ir` and `kiln-te` (and later `kiln-rewrite`); it knows no concrete
-//! backend beyond the reference `interp` device.
+//! Depends on `kiln-ir` and `kiln-te` only (not on the graph optimizer); it knows no
+//! concrete backend beyond the reference `interp` device, and maps no target to a backend
+//! (the `kiln` crate's registry does).
 //!
 //! ```
 //! use std::collections::BTreeMap;
@@ -25,7 +27,7 @@
 //!
 //! // Targets are written as in TVM, and print back the same way.
 //! let target: Target = "cpu -threads=2".parse()?;
-//! assert_eq!((target.kind(), target.threads()), (TargetKind::Cpu, Some(2)));
+//! assert_eq!((target.kind(), target.threads()), (&TargetKind::Cpu, Some(2)));
 //! assert_eq!(target.to_string(), "cpu -threads=2");
 //!
 //! // Params in TVM's binary format.
@@ -47,14 +49,14 @@
 //! )?;
 //! assert_eq!(GraphJson::parse(&graph.to_json())?, graph);
 //!
-//! // Build a model for the loop-IR interpreter and run it.
-//! use kiln_executor::build;
+//! // Compile a (here unoptimized) model for the loop-IR interpreter device and run it.
+//! use kiln_executor::{BuildLog, assemble, backends::InterpBackend};
 //! use kiln_ir::{DType, Module, Type, op};
 //! let mut m = Module::new();
 //! let x = m.var("x", Type::tensor([2, 2], DType::F32));
 //! let y = m.call(op::Unary { kind: op::UnaryKind::Relu }, &[x])?;
 //! m.set_main(&[x], y)?;
-//! let lib = build(&m, &"interp".parse()?, &BTreeMap::new(), 2)?;
+//! let lib = assemble(&m, BTreeMap::new(), &"interp".parse()?, &InterpBackend, BuildLog::default())?;
 //! let mut exec = lib.create_executor()?;
 //! exec.set_input("x", &NDArray::from_vec([2, 2], vec![-1.0f32, 2.0, -3.0, 4.0])?)?;
 //! exec.run()?;
@@ -62,9 +64,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod assemble;
 pub mod backend;
 pub mod backends;
-pub mod build;
 pub mod debug;
 pub mod error;
 pub mod executor;
@@ -75,17 +77,16 @@ pub mod params;
 pub mod plan;
 pub mod target;
 
-pub use backend::{Backend, DeviceBuffer, KernelLibrary};
-pub use build::{Optimized, Params, build, build_with, optimize};
+pub use assemble::{BuildLog, Params, assemble, assemble_reference};
+pub use backend::{Backend, DeviceBuffer, KernelLibrary, Unsupported};
 pub use debug::{DebugExecutor, Profile};
 pub use error::{Error, Result};
 pub use executor::{
     BenchmarkOptions, BenchmarkResult, DeviceArray, GraphExecutor, InputKey, TensorInfo,
 };
-pub use export::{load, load_bytes};
+pub use export::{load, load_bytes, load_bytes_with, load_with};
 pub use graph_json::GraphJson;
-pub use kiln_rewrite::{PassContext, PassReport};
 pub use module::CompiledModule;
 pub use params::{load_ndarray, load_params, save_ndarray, save_params};
 pub use plan::MemoryReport;
-pub use target::{Target, TargetKind};
+pub use target::{OptionValue, Target, TargetKind, TargetOption};

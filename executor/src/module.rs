@@ -1,4 +1,4 @@
-//! [`CompiledModule`]: what [`crate::build`] returns and [`crate::load`] restores (TVM's
+//! [`CompiledModule`]: what [`crate::assemble()`] (and so `kiln::build`) returns and [`crate::load`] restores (TVM's
 //! `GraphExecutorFactoryModule`): the graph JSON, the kernels (loop IR, and the library a
 //! backend compiled from them), the params, the target, and the [`Layout`] prepared from
 //! them once, so that every executor made from the module starts without planning.
@@ -9,11 +9,10 @@
 use std::sync::Arc;
 
 use kiln_ir::Module;
-use kiln_rewrite::PassReport;
 use kiln_te::tir::PrimFunc;
 
+use crate::assemble::Params;
 use crate::backend::KernelLibrary;
-use crate::build::Params;
 use crate::error::{Error, Result};
 use crate::executor::{GraphExecutor, check_tensor};
 use crate::graph_json::GraphJson;
@@ -44,7 +43,6 @@ pub struct CompiledModule {
     pub(crate) program: Program,
     pub(crate) layout: Arc<Layout>,
     build_log: Vec<(String, f64)>,
-    pass_report: Arc<PassReport>,
 }
 
 impl CompiledModule {
@@ -55,7 +53,6 @@ impl CompiledModule {
         program: Program,
         layout: Layout,
         build_log: Vec<(String, f64)>,
-        pass_report: PassReport,
     ) -> CompiledModule {
         CompiledModule {
             graph: Arc::new(graph),
@@ -64,7 +61,6 @@ impl CompiledModule {
             program,
             layout: Arc::new(layout),
             build_log,
-            pass_report: Arc::new(pass_report),
         }
     }
 
@@ -139,12 +135,6 @@ impl CompiledModule {
     /// The build steps and their times in milliseconds, in order.
     pub fn build_log(&self) -> &[(String, f64)] {
         &self.build_log
-    }
-
-    /// What the graph optimizer did, pass by pass (empty for a module loaded from a
-    /// file, which is not optimized again).
-    pub fn pass_report(&self) -> &PassReport {
-        &self.pass_report
     }
 
     /// A new graph executor over this module (TVM's `lib["default"](dev)`).

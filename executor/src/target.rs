@@ -7,17 +7,22 @@
 //! back an equal target. Unknown kinds, unknown options, repeated options and malformed
 //! values are errors that list what is accepted.
 //!
-//! A target only names what to compile for; which backend serves a kind is decided where
-//! backends are wired in (the CLI and the test suite), never here.
+//! A target only names what to compile for; which backend serves a kind is decided by the
+//! backend registry of the `kiln` crate, never here. A custom kind's options are kept as
+//! written (`-key=value`, any key once) and checked by its backend.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
-/// What kind of target: which code generator and device.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// What kind of target: which code generator and device. The built-in kinds have fixed
+/// option tables; [`TargetKind::Custom`] is the kind of a backend from outside kiln,
+/// named by that backend (`toy`), so it never has to impersonate a built-in kind. Which
+/// backend serves a kind is decided by the registry in the `kiln` crate, never here.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TargetKind {
     /// The graph-IR reference interpreter, run without compiling: the oracle.
     Ref,
@@ -29,11 +34,14 @@ pub enum TargetKind {
     Cuda,
     /// Any Vulkan device through SPIR-V.
     Vulkan,
+    /// A kind named by a backend outside kiln: a lowercase word (`[a-z][a-z0-9_]*`) that
+    /// is not a built-in kind's name. Its options are checked by its backend.
+    Custom(Arc<str>),
 }
 
 impl TargetKind {
-    /// Every kind, in a fixed order.
-    pub const ALL: [TargetKind; 5] = [
+    /// Every built-in kind, in a fixed order.
+    pub const BUILTIN: [TargetKind; 5] = [
         TargetKind::Ref,
         TargetKind::Interp,
         TargetKind::Cpu,
@@ -41,41 +49,46 @@ impl TargetKind {
         TargetKind::Vulkan,
     ];
 
+    /// The kind named `name`: a built-in kind, or a [`TargetKind::Custom`] one when
+    /// `name` is a lowercase word that no built-in kind uses.
+    pub fn named(name: &str) -> Result<TargetKind> {
+        name.parse()
+    }
+
     /// The name the kind is written with.
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
             TargetKind::Ref => "ref",
             TargetKind::Interp => "interp",
             TargetKind::Cpu => "cpu",
             TargetKind::Cuda => "cuda",
             TargetKind::Vulkan => "vulkan",
+            TargetKind::Custom(name) => name,
         }
     }
 
-    /// The options this kind accepts, in the order they are written.
-    pub fn options(self) -> &'static [TargetOption] {
+    /// The options a built-in kind accepts, in the order they are written; `None` for a
+    /// custom kind, whose backend declares and checks its own.
+    pub fn options(&self) -> Option<&'static [TargetOption]> {
         match self {
-            TargetKind::Ref | TargetKind::Interp => &[],
-            TargetKind::Cpu => &[THREADS, FMA],
-            TargetKind::Cuda => &[ARCH, MAX_THREADS_PER_BLOCK],
-            TargetKind::Vulkan => &[MAX_THREADS_PER_BLOCK],
+            TargetKind::Ref | TargetKind::Interp => Some(&[]),
+            TargetKind::Cpu => Some(&[THREADS, FMA]),
+            TargetKind::Cuda => Some(&[ARCH, MAX_THREADS_PER_BLOCK]),
+            TargetKind::Vulkan => Some(&[MAX_THREADS_PER_BLOCK]),
+            TargetKind::Custom(_) => None,
         }
     }
 
     /// Whether compiled code runs on a device with its own memory (needs copies).
-    pub fn is_gpu(self) -> bool {
+    pub fn is_gpu(&self) -> bool {
         matches!(self, TargetKind::Cuda | TargetKind::Vulkan)
     }
 
-    fn accepted_kinds() -> String {
-        TargetKind::ALL.map(TargetKind::name).join(", ")
-    }
-
     /// What this kind's options are, for error messages.
-    fn accepted_options(self) -> String {
+    fn accepted_options(&self) -> String {
         match self.options() {
-            [] => format!("target `{}` takes no options", self.name()),
-            opts => format!(
+            Some([]) => format!("target `{}` takes no options", self.name()),
+            Some(opts) => format!(
                 "target `{}` accepts {}",
                 self.name(),
                 opts.iter()
@@ -83,6 +96,7 @@ impl TargetKind {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
+            None => format!("target `{}` checks its options in its backend", self.name()),
         }
     }
 }
@@ -93,22 +107,36 @@ impl fmt::Display for TargetKind {
     }
 }
 
+/// Whether `s` is a lowercase word: a letter, then letters, digits and `_`.
+fn is_kind_word(s: &str) -> bool {
+    s.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
 impl FromStr for TargetKind {
     type Err = Error;
     fn from_str(s: &str) -> Result<TargetKind> {
-        if let Some(k) = TargetKind::ALL.into_iter().find(|k| k.name() == s) {
+        if let Some(k) = TargetKind::BUILTIN.into_iter().find(|k| k.name() == s) {
             return Ok(k);
         }
         let hint = match s {
-            "llvm" | "c" | "host" => " (kiln's host CPU target is `cpu`)",
-            "nvptx" => " (kiln's CUDA target is `cuda`)",
-            "spirv" => " (kiln's SPIR-V target is `vulkan`)",
-            _ => "",
+            "llvm" | "c" | "host" => Some("kiln's host CPU target is `cpu`"),
+            "nvptx" => Some("kiln's CUDA target is `cuda`"),
+            "spirv" => Some("kiln's SPIR-V target is `vulkan`"),
+            _ if !is_kind_word(s) => Some(
+                "a target kind is a lowercase word such as `cpu`, or the name an outside \
+                 backend registered",
+            ),
+            _ => None,
         };
-        Err(Error::InvalidTarget(format!(
-            "unknown target `{s}`{hint}; accepted targets: {}",
-            TargetKind::accepted_kinds()
-        )))
+        match hint {
+            Some(hint) => Err(Error::InvalidTarget(format!(
+                "unknown target `{s}` ({hint}); built-in targets: {}",
+                TargetKind::BUILTIN.map(|k| k.name().to_string()).join(", ")
+            ))),
+            None => Ok(TargetKind::Custom(Arc::from(s))),
+        }
     }
 }
 
@@ -190,7 +218,7 @@ const MAX_THREADS_PER_BLOCK: TargetOption = TargetOption {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Target {
     kind: TargetKind,
-    options: BTreeMap<&'static str, String>,
+    options: BTreeMap<String, String>,
 }
 
 impl Target {
@@ -207,8 +235,8 @@ impl Target {
         let mut words = s.split_whitespace();
         let Some(kind) = words.next() else {
             return Err(Error::InvalidTarget(format!(
-                "empty target string; accepted targets: {}",
-                TargetKind::accepted_kinds()
+                "empty target string; built-in targets: {}",
+                TargetKind::BUILTIN.map(|k| k.name().to_string()).join(", ")
             )));
         };
         let mut target = Target::new(kind.parse()?);
@@ -227,35 +255,88 @@ impl Target {
 
     /// This target with option `key` set to `value` (checked, and refused if already set).
     pub fn with_option(mut self, key: &str, value: &str) -> Result<Target> {
-        let Some(opt) = self.kind.options().iter().find(|o| o.name == key) else {
-            return Err(Error::InvalidTarget(format!(
-                "unknown option `-{key}`; {}",
-                self.kind.accepted_options()
-            )));
-        };
-        if self.options.contains_key(opt.name) {
+        if self.options.contains_key(key) {
             return Err(Error::InvalidTarget(format!(
                 "option `-{key}` given twice for target `{}`",
                 self.kind
             )));
         }
-        let value = opt.value.normalize(value).map_err(|why| {
-            Error::InvalidTarget(format!(
-                "bad value for `-{key}`: {why}; {}",
-                self.kind.accepted_options()
-            ))
-        })?;
-        self.options.insert(opt.name, value);
+        let value = match self.kind.options() {
+            Some(opts) => {
+                let Some(opt) = opts.iter().find(|o| o.name == key) else {
+                    return Err(Error::InvalidTarget(format!(
+                        "unknown option `-{key}`; {}",
+                        self.kind.accepted_options()
+                    )));
+                };
+                opt.value.normalize(value).map_err(|why| {
+                    Error::InvalidTarget(format!(
+                        "bad value for `-{key}`: {why}; {}",
+                        self.kind.accepted_options()
+                    ))
+                })?
+            }
+            None if is_kind_word(key) && !value.is_empty() => value.to_string(),
+            None => {
+                return Err(Error::InvalidTarget(format!(
+                    "malformed option `-{key}={value}` for target `{}`: options are \
+                     written -key=value, the key a lowercase word",
+                    self.kind
+                )));
+            }
+        };
+        self.options.insert(key.to_string(), value);
+        Ok(self)
+    }
+
+    /// Checks the options of a custom-kind target against `accepted` (what its backend
+    /// declares), normalizing their values; built-in kinds were checked when parsed.
+    pub fn check_options(mut self, accepted: &[TargetOption]) -> Result<Target> {
+        if self.kind.options().is_some() {
+            return Ok(self);
+        }
+        let accepted_text = || {
+            if accepted.is_empty() {
+                format!("target `{}` takes no options", self.kind)
+            } else {
+                format!(
+                    "target `{}` accepts {}",
+                    self.kind,
+                    accepted
+                        .iter()
+                        .map(|o| format!("-{}={} ({})", o.name, o.value.placeholder(), o.doc))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        };
+        let mut checked = BTreeMap::new();
+        for (key, value) in &self.options {
+            let Some(opt) = accepted.iter().find(|o| o.name == key) else {
+                return Err(Error::InvalidTarget(format!(
+                    "unknown option `-{key}`; {}",
+                    accepted_text()
+                )));
+            };
+            let v = opt.value.normalize(value).map_err(|why| {
+                Error::InvalidTarget(format!(
+                    "bad value for `-{key}`: {why}; {}",
+                    accepted_text()
+                ))
+            })?;
+            checked.insert(key.clone(), v);
+        }
+        self.options = checked;
         Ok(self)
     }
 
     /// The target's kind.
-    pub fn kind(&self) -> TargetKind {
-        self.kind
+    pub fn kind(&self) -> &TargetKind {
+        &self.kind
     }
 
     /// The options that were set, by key.
-    pub fn options(&self) -> &BTreeMap<&'static str, String> {
+    pub fn options(&self) -> &BTreeMap<String, String> {
         &self.options
     }
 
@@ -273,9 +354,18 @@ impl Target {
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.kind.name())?;
-        for opt in self.kind.options() {
-            if let Some(v) = self.options.get(opt.name) {
-                write!(f, " -{}={v}", opt.name)?;
+        match self.kind.options() {
+            Some(opts) => {
+                for opt in opts {
+                    if let Some(v) = self.options.get(opt.name) {
+                        write!(f, " -{}={v}", opt.name)?;
+                    }
+                }
+            }
+            None => {
+                for (k, v) in &self.options {
+                    write!(f, " -{k}={v}")?;
+                }
             }
         }
         Ok(())
@@ -322,7 +412,7 @@ mod tests {
     #[test]
     fn accessors_and_normal_form() {
         let t: Target = "  cpu   -threads=004 ".parse().unwrap();
-        assert_eq!(t.kind(), TargetKind::Cpu);
+        assert_eq!(t.kind(), &TargetKind::Cpu);
         assert_eq!(t.threads(), Some(4));
         assert_eq!(t.to_string(), "cpu -threads=4");
         let t = Target::parse("cuda -max_threads_per_block=128 -arch=sm_75").unwrap();
@@ -335,12 +425,48 @@ mod tests {
 
     #[test]
     fn unknown_targets_list_the_accepted_ones() {
-        let m = err("tpu");
-        assert!(m.contains("unknown target `tpu`"), "{m}");
+        let m = err("llvm -mcpu=skylake");
+        assert!(m.contains("kiln's host CPU target is `cpu`"), "{m}");
         assert!(m.contains("ref, interp, cpu, cuda, vulkan"), "{m}");
-        assert!(err("llvm -mcpu=skylake").contains("kiln's host CPU target is `cpu`"));
         assert!(err("   ").contains("empty target string"));
         assert!(err("CPU").contains("unknown target `CPU`"));
+        assert!(err("to-y").contains("lowercase word"));
+    }
+
+    #[test]
+    fn custom_kinds_keep_their_options_for_their_backend() {
+        let t = Target::parse("toy -lanes=04 -mode=fast").unwrap();
+        assert_eq!(t.kind(), &TargetKind::Custom("toy".into()));
+        assert_eq!(t.to_string(), "toy -lanes=04 -mode=fast");
+        assert_eq!(t.to_string().parse::<Target>().unwrap(), t);
+        const LANES: TargetOption = TargetOption {
+            name: "lanes",
+            value: OptionValue::Int { min: 1, max: 8 },
+            doc: "vector lanes",
+        };
+        let m = match Target::parse("toy -lanes=4 -mode=fast")
+            .unwrap()
+            .check_options(&[LANES])
+        {
+            Err(Error::InvalidTarget(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            m.contains("unknown option `-mode`") && m.contains("-lanes=N, 1..=8"),
+            "{m}"
+        );
+        let t = Target::parse("toy -lanes=04")
+            .unwrap()
+            .check_options(&[LANES])
+            .unwrap();
+        assert_eq!(t.to_string(), "toy -lanes=4");
+        assert!(
+            Target::parse("toy -lanes=9")
+                .unwrap()
+                .check_options(&[LANES])
+                .is_err()
+        );
+        assert!(err("toy -lanes=1 -lanes=2").contains("given twice"));
     }
 
     #[test]

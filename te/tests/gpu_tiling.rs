@@ -13,7 +13,7 @@ use kiln_ir::DType::{self, F32, I32};
 use kiln_ir::op::{BatchMatmul, BiasAdd, Conv2d, Dense, Softmax, Unary, UnaryKind};
 use kiln_ir::{FnAttrs, Module, NDArray, Op, Type};
 use kiln_te::tir::{self, PrimFunc, Scope};
-use kiln_te::topi::TargetKind;
+use kiln_te::topi::ScheduleKind;
 use proptest::prelude::*;
 use topi_support::*;
 
@@ -30,7 +30,7 @@ fn shared_count(k: &PrimFunc) -> usize {
 /// `lower_checked`), and compares both targets with the reference. Returns the kernel.
 fn tiled(op: impl Into<Op>, args: &[Arg], seed: u64, tol: Tol) -> Result<PrimFunc, String> {
     let (m, params) = one_op(op, args)?;
-    let ks = lower_checked(&m, TargetKind::Gpu)?;
+    let ks = lower_checked(&m, ScheduleKind::Gpu)?;
     let [k] = &ks[..] else {
         return Err(format!("expected one kernel, got {}", ks.len()));
     };
@@ -186,7 +186,7 @@ fn conv2d_more_channels_than_one_chunk() {
 #[test]
 fn ops_without_an_anchor_keep_the_plain_schedule() {
     let (m, _) = one_op(Softmax { axis: -1 }, &[t(&[4, 9])]).unwrap();
-    let ks = lower_checked(&m, TargetKind::Gpu).unwrap();
+    let ks = lower_checked(&m, ScheduleKind::Gpu).unwrap();
     assert_eq!(shared_count(&ks[0]), 0, "{}", ks[0]);
     assert!(!ks[0].to_string().contains("barrier()"));
 }
@@ -224,7 +224,7 @@ fn fused_dense_bias_relu_tail_runs_after_the_tiles() {
         .zip(args.iter().cloned())
         .collect();
     let want = kiln_ir::interp::evaluate(&m, &named).unwrap().flatten();
-    let ks = lower_checked(&m, TargetKind::Gpu).unwrap();
+    let ks = lower_checked(&m, ScheduleKind::Gpu).unwrap();
     let k = &ks[0];
     assert_eq!(shared_count(k), 2, "{k}");
     let got = tir::run_with_inputs(k, &args).unwrap();
@@ -244,7 +244,7 @@ proptest! {
         let mut xs = lead.clone();
         xs.push(k);
         let (m, params) = one_op(dense(), &[Arg::T(tt(&xs, dt)), Arg::T(tt(&[n, k], dt))]).map_err(TestCaseError::fail)?;
-        let ks = lower_checked(&m, TargetKind::Gpu).map_err(TestCaseError::fail)?;
+        let ks = lower_checked(&m, ScheduleKind::Gpu).map_err(TestCaseError::fail)?;
         prop_assert!(shared_count(&ks[0]) == 2, "{}", ks[0]);
         check(&m, &params, &inputs(&params, seed, -1.0, 1.0), tol).map_err(TestCaseError::fail)?;
     }
@@ -256,7 +256,7 @@ proptest! {
         let a = if ta { [ba, k, m] } else { [ba, m, k] };
         let bs = if tb { [bb, n, k] } else { [bb, k, n] };
         let (md, params) = one_op(bmm(ta, tb), &[Arg::T(tt(&a, dt)), Arg::T(tt(&bs, dt))]).map_err(TestCaseError::fail)?;
-        let ks = lower_checked(&md, TargetKind::Gpu).map_err(TestCaseError::fail)?;
+        let ks = lower_checked(&md, ScheduleKind::Gpu).map_err(TestCaseError::fail)?;
         prop_assert!(shared_count(&ks[0]) == 2, "{}", ks[0]);
         check(&md, &params, &inputs(&params, seed, -1.0, 1.0), tol).map_err(TestCaseError::fail)?;
     }
@@ -271,7 +271,7 @@ proptest! {
             // The type rule refuses a kernel larger than the padded input.
             return Ok(());
         };
-        let ks = lower_checked(&m, TargetKind::Gpu).map_err(TestCaseError::fail)?;
+        let ks = lower_checked(&m, ScheduleKind::Gpu).map_err(TestCaseError::fail)?;
         let want = if g == 1 { 2 } else { 1 };
         prop_assert!(shared_count(&ks[0]) == want, "{}", ks[0]);
         check(&m, &params, &inputs(&params, seed, -1.0, 1.0), tol).map_err(TestCaseError::fail)?;
@@ -282,7 +282,7 @@ proptest! {
 fn every_zoo_conv2d_and_dense_kernel_is_tiled() {
     for model in ["resnet18", "resnet50", "mlp"] {
         let (m, _) = kiln_ir::zoo::by_name(model).unwrap();
-        let ks = lower_checked(&m, TargetKind::Gpu).unwrap();
+        let ks = lower_checked(&m, ScheduleKind::Gpu).unwrap();
         let mut anchored = 0;
         for k in &ks {
             let anchor = ["fused_nn_conv2d", "fused_nn_dense", "fused_nn_batch_matmul"]

@@ -21,7 +21,7 @@ use kiln_ir::attrs::F64;
 use kiln_ir::op::*;
 use kiln_te::te::{Graph, Schedule, Tensor};
 use kiln_te::tir::{self, PrimFunc, Stmt, interp};
-use kiln_te::topi::{TargetKind, kernels_of};
+use kiln_te::topi::{ScheduleKind, kernels_of};
 use proptest::prelude::*;
 use topi_support::{Arg, one_op, tt};
 
@@ -702,7 +702,7 @@ proptest! {
     ) {
         let (op, args) = op_case(k, &s, x, dt);
         let Ok((m, params)) = one_op(op, &args) else { return Ok(()) };
-        for target in [TargetKind::Cpu, TargetKind::Gpu] {
+        for target in [ScheduleKind::Cpu, ScheduleKind::Gpu] {
             let Ok(ks) = kernels_of(&m, target) else { continue };
             for f in &ks {
                 let mut xs = topi_support::inputs(&params, seed, -3.0, 3.0);
@@ -710,7 +710,7 @@ proptest! {
                 if let Some(Arg::T(it)) = args.get(1) && k == NUM_OP_CASES - 1 {
                     xs[1] = NDArray::random_uniform(it.shape.clone(), I32, seed ^ 3, -12.0, 12.0);
                 }
-                if target == TargetKind::Cpu {
+                if target == ScheduleKind::Cpu {
                     diff_expect(f, &xs);
                 } else {
                     diff(f, &xs);
@@ -723,7 +723,7 @@ proptest! {
 #[test]
 fn mlp_kernels_match_the_reference() {
     let (m, _) = kiln_ir::zoo::by_name("mlp").unwrap();
-    let ks = kernels_of(&m, TargetKind::Cpu).unwrap();
+    let ks = kernels_of(&m, ScheduleKind::Cpu).unwrap();
     assert!(!ks.is_empty());
     for (n, f) in ks.iter().enumerate() {
         diff_expect(f, &random_inputs(f, n as u64));

@@ -10,7 +10,7 @@ use kiln_ir::DType::F32;
 use kiln_ir::op::{BiasAdd, Binary, BinaryKind, Conv2d, Unary, UnaryKind};
 use kiln_ir::{FnAttrs, Module, NDArray, Type};
 use kiln_te::tir;
-use kiln_te::topi::{TargetKind, kernels_of};
+use kiln_te::topi::{ScheduleKind, kernels_of};
 
 #[test]
 fn conv_bias_relu_add_is_one_kernel() {
@@ -54,7 +54,7 @@ fn conv_bias_relu_add_is_one_kernel() {
         .collect();
     let want = kiln_ir::interp::evaluate(&m, &named).unwrap().flatten();
 
-    for target in [TargetKind::Cpu, TargetKind::Gpu] {
+    for target in [ScheduleKind::Cpu, ScheduleKind::Gpu] {
         let ks = kernels_of(&m, target).unwrap();
         assert_eq!(ks.len(), 1, "{target:?}: one kernel");
         let k = &ks[0];

@@ -32,8 +32,8 @@ fn custom_ops_are_unsupported_with_their_name() {
     let op = kiln_ir::Op::Custom(kiln_ir::op::CustomOp::new(MyIdentity));
     let (m, _) = one_op(op, &[Arg::T(tt(&[2, 3], F32))]).unwrap();
     for target in [
-        kiln_te::topi::TargetKind::Cpu,
-        kiln_te::topi::TargetKind::Gpu,
+        kiln_te::topi::ScheduleKind::Cpu,
+        kiln_te::topi::ScheduleKind::Gpu,
     ] {
         let e = kiln_te::topi::kernels_of(&m, target).unwrap_err();
         assert!(matches!(e, kiln_te::Error::Unsupported(_)), "{e}");

@@ -9,12 +9,12 @@ use std::collections::HashMap;
 
 use kiln_ir::{ExprKind, NDArray};
 use kiln_te::tir;
-use kiln_te::topi::{TargetKind, kernels_of};
+use kiln_te::topi::{ScheduleKind, kernels_of};
 use topi_support::lower_checked;
 
 fn check_model(name: &str) {
     let (m, _) = kiln_ir::zoo::by_name(name).unwrap();
-    for target in [TargetKind::Cpu, TargetKind::Gpu] {
+    for target in [ScheduleKind::Cpu, ScheduleKind::Gpu] {
         let ks = lower_checked(&m, target).unwrap_or_else(|e| panic!("{name}: {e}"));
         let calls = kiln_ir::visit::body_order(&m, m.main().unwrap().body)
             .into_iter()
@@ -45,7 +45,7 @@ fn mlp_kernels_run_and_match_the_reference() {
         NDArray::random(data_ty.shape.clone(), data_ty.dtype, 3),
     );
     let want = kiln_ir::interp::evaluate(&m, &inputs).unwrap().flatten();
-    for target in [TargetKind::Cpu, TargetKind::Gpu] {
+    for target in [ScheduleKind::Cpu, ScheduleKind::Gpu] {
         let ks = kernels_of(&m, target).unwrap();
         // Run the kernels in @main's order, feeding each its arguments' values.
         let mut values: HashMap<kiln_ir::ExprId, NDArray> = HashMap::new();

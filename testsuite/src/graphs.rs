@@ -426,10 +426,10 @@ pub fn run_case(
     };
     let fail = |b: &Built, e: String| Failure {
         message: format!(
-            "{} at opt level {opt_level}: {e}\ncase ({} ops; save as \
-             testsuite/tests/cases/NAME.relay to replay):\n{}",
+            "{} at opt level {opt_level}: {e}\ncase ({} ops; {}):\n{}",
             backend.name,
             b.ops.len(),
+            crate::suite::save_hint(),
             case_text(b)
         ),
         case: b.clone(),

@@ -15,9 +15,11 @@
 pub mod bisect;
 pub mod cases;
 pub mod exercised;
+pub mod graph_suite;
 pub mod graphs;
 pub mod matrix;
 pub mod onnx_node;
+pub mod op_suite;
 pub mod ops;
 pub mod schedules;
 pub mod suite;

@@ -1,22 +1,26 @@
 //! Running one ONNX backend node test case (`model.onnx` plus
 //! `test_data_set_*/input_*.pb` and `output_*.pb`, ONNX's standard layout) through
 //! `kiln_frontend_onnx::from_onnx`, then on the reference interpreter (`ref`) and, when
-//! that passes, on the `cpu` target (the graph executor over kiln's Cranelift backend),
+//! that passes, on a compiling backend from the `kiln` registry — the manifest records
+//! [`MANIFEST_TARGET`] (`cpu`, Cranelift); [`run_case_on`] takes any backend —
 //! comparing with the expected outputs (floats within atol 1e-4 + rtol 1e-3, integers and
 //! bools exactly), and the manifest format that records each case's status per backend.
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
-use std::sync::Arc;
 
-use kiln_backend_cranelift::CraneliftBackend;
-use kiln_executor::{GraphExecutor, Target, TargetKind, build_with};
+use kiln::{GraphExecutor, Target};
 use kiln_frontend_onnx::{Error, decode_model, from_onnx_with_constants, proto, tensor_from_proto};
 use kiln_ir::interp::{Inputs, evaluate};
 use kiln_ir::zoo::Params;
 use kiln_ir::{Module, NDArray};
 use prost::Message;
+
+use crate::suite::ExecBackend;
+
+/// The target whose status the manifest's second column records.
+pub const MANIFEST_TARGET: &str = "cpu";
 
 /// Absolute tolerance for float outputs.
 pub const ATOL: f64 = 1e-4;
@@ -184,8 +188,20 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, Outcome>) -> Result<T, Outcome> {
 }
 
 /// Runs the case in directory `dir` on the reference interpreter and, if it passes there,
-/// on `cpu` (never panics: a panic inside kiln is a failure).
+/// on the registry's backend for [`MANIFEST_TARGET`] (never panics: a panic inside kiln
+/// is a failure).
 pub fn run_case(dir: &Path) -> CaseResult {
+    match crate::suite::exec_backend(MANIFEST_TARGET) {
+        Some(b) => run_case_on(dir, &b),
+        None => CaseResult {
+            reference: Outcome::Fail(format!("no backend serves `{MANIFEST_TARGET}`")),
+            cpu: None,
+        },
+    }
+}
+
+/// [`run_case`] with `backend` in the compiled column.
+pub fn run_case_on(dir: &Path, backend: &ExecBackend) -> CaseResult {
     let case = match guarded(|| load_case(dir)) {
         Ok(case) => case,
         Err(o) => {
@@ -196,7 +212,8 @@ pub fn run_case(dir: &Path) -> CaseResult {
         }
     };
     let reference = outcome(guarded(|| run_reference(&case)));
-    let cpu = (reference == Outcome::Pass).then(|| outcome(guarded(|| run_cpu(&case))));
+    let cpu =
+        (reference == Outcome::Pass).then(|| outcome(guarded(|| run_compiled(&case, backend))));
     CaseResult { reference, cpu }
 }
 
@@ -323,29 +340,30 @@ fn run_reference(case: &Case) -> Result<(), Outcome> {
     Ok(())
 }
 
-/// Builds the case for `cpu` (Cranelift) and runs every data set with the graph executor.
-fn run_cpu(case: &Case) -> Result<(), Outcome> {
-    let fail = |what: &str, e: kiln_executor::Error| Outcome::Fail(format!("cpu {what}: {e}"));
-    let compiled = build_with(
+/// Builds the case for `backend` and runs every data set with the graph executor.
+fn run_compiled(case: &Case, backend: &ExecBackend) -> Result<(), Outcome> {
+    let name = &backend.name;
+    let fail = |what: &str, e: &dyn std::fmt::Display| Outcome::Fail(format!("{name} {what}: {e}"));
+    let compiled = kiln::build_on(
         &case.module,
-        &Target::new(TargetKind::Cpu),
+        &Target::new(backend.target.kind().clone()),
+        Some(&*backend.backend),
         &case.params,
         CPU_OPT_LEVEL,
-        Arc::new(CraneliftBackend),
     )
-    .map_err(|e| fail("build", e))?;
-    let mut exec = GraphExecutor::new(&compiled).map_err(|e| fail("executor", e))?;
+    .map_err(|e| fail("build", &e))?;
+    let mut exec = GraphExecutor::new(&compiled).map_err(|e| fail("executor", &e))?;
     let names: Vec<String> = exec.get_input_info().into_iter().map(|t| t.name).collect();
     for set in &case.sets {
         for (name, value) in &set.inputs {
             // The build may drop inputs the optimized graph no longer reads.
             if names.contains(name) {
                 exec.set_input(name.as_str(), value)
-                    .map_err(|e| fail("set_input", e))?;
+                    .map_err(|e| fail("set_input", &e))?;
             }
         }
-        exec.run().map_err(|e| fail("run", e))?;
-        let outs = exec.outputs().map_err(|e| fail("outputs", e))?;
+        exec.run().map_err(|e| fail("run", &e))?;
+        let outs = exec.outputs().map_err(|e| fail("outputs", &e))?;
         compare_all(&outs, &set.outputs)?;
     }
     Ok(())

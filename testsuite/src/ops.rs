@@ -1,13 +1,17 @@
 //! One op suite, every backend (STYLE habit 3): one-op modules over random shapes and
 //! attributes, built once and checked on every registered [`Backend`] against the
 //! graph-IR reference interpreter, with tolerances as data ([`Tol`]). The cases live in
-//! `tests/ops.rs`; a new backend is one more [`Backend`] variant.
+//! `tests/ops.rs`. The backends are the loop-IR interpreter under each default schedule
+//! and every executor backend of the `kiln` registry ([`backends`]), or any list a user
+//! gives ([`check_on`]): a new backend needs nothing here.
 
 use std::collections::BTreeMap;
 
 use kiln_ir::{DType, Module, NDArray, Op, TensorType, Type};
 use kiln_te::tir::{self, PrimFunc};
-use kiln_te::topi::TargetKind;
+use kiln_te::topi::ScheduleKind;
+
+use crate::suite::ExecBackend;
 use kiln_te::topi::lower::kernels_of;
 
 /// An argument of a one-op module: a tensor, or a tuple of tensors (concatenate).
@@ -29,51 +33,64 @@ pub const ACCUM: Tol = (1e-5, 1e-4);
 pub const TRANSC: Tol = (1e-6, 2e-5);
 
 /// Where a case runs.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Backend {
-    /// Lowered under the CPU default schedule, run by the loop-IR interpreter.
-    TirCpu,
-    /// Lowered under the GPU default schedule (threads, shared memory, barriers), run by
-    /// the loop-IR interpreter.
-    TirGpu,
-    /// `build` for `interp` and the graph executor (graph JSON, memory plan, device
-    /// buffers with explicit copies, a param bound at build time).
-    Interp,
-    /// `build_with` the Cranelift backend for `cpu -threads=2` and the graph executor.
-    Cpu,
+    /// Lowered under a default schedule (the CPU one; or the GPU one, with threads,
+    /// shared memory and barriers), verified, round-tripped, run by the loop-IR
+    /// interpreter.
+    Tir(ScheduleKind),
+    /// An executor backend: `build` for its test target and the graph executor (graph
+    /// JSON, memory plan, device buffers with explicit copies, a param bound at build
+    /// time).
+    Exec(ExecBackend),
 }
 
-/// Every backend the suite runs, in order.
-pub const BACKENDS: [Backend; 4] = [
-    Backend::TirCpu,
-    Backend::TirGpu,
-    Backend::Interp,
-    Backend::Cpu,
-];
+/// Every backend the suite runs, in order: `tir-cpu`, `tir-gpu`, then every backend of
+/// the `kiln` registry ([`crate::suite::exec_backends`]).
+pub fn backends() -> Vec<Backend> {
+    backends_with(crate::suite::exec_backends())
+}
+
+/// `tir-cpu`, `tir-gpu`, then `exec` (a user's own backends, say).
+pub fn backends_with(exec: impl IntoIterator<Item = ExecBackend>) -> Vec<Backend> {
+    [
+        Backend::Tir(ScheduleKind::Cpu),
+        Backend::Tir(ScheduleKind::Gpu),
+    ]
+    .into_iter()
+    .chain(exec.into_iter().map(Backend::Exec))
+    .collect()
+}
 
 impl Backend {
     /// The backend's name in failure messages.
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
-            Backend::TirCpu => "tir-cpu",
-            Backend::TirGpu => "tir-gpu",
-            Backend::Interp => "interp",
-            Backend::Cpu => "cpu",
+            Backend::Tir(ScheduleKind::Cpu) => "tir-cpu",
+            Backend::Tir(ScheduleKind::Gpu) => "tir-gpu",
+            Backend::Exec(b) => &b.name,
         }
     }
 
     /// Runs `m` with `args` bound to `params` in order and returns its outputs.
     pub fn run(
-        self,
+        &self,
         m: &Module,
         params: &[(String, TensorType)],
         args: &[NDArray],
     ) -> Result<Vec<NDArray>, String> {
         match self {
-            Backend::TirCpu => run_lowered(m, args, TargetKind::Cpu),
-            Backend::TirGpu => run_lowered(m, args, TargetKind::Gpu),
-            Backend::Interp => run_executor(m, params, args, "interp"),
-            Backend::Cpu => run_executor(m, params, args, "cpu"),
+            Backend::Tir(kind) => run_lowered(m, args, *kind),
+            Backend::Exec(b) => run_executor(m, params, args, b),
+        }
+    }
+
+    /// The first (op, dtype) of `m` this backend declares unsupported (never for the
+    /// loop-IR interpreter, which runs every lowered kernel).
+    pub fn unsupported_in(&self, m: &Module) -> Option<(String, DType)> {
+        match self {
+            Backend::Tir(_) => None,
+            Backend::Exec(b) => b.unsupported_in(&crate::graphs::ops_of(m)),
         }
     }
 }
@@ -116,9 +133,21 @@ pub fn tt(shape: &[usize], dtype: DType) -> TensorType {
     TensorType::new(shape.to_vec(), dtype)
 }
 
-/// Runs `m` in the reference interpreter and on every backend in [`BACKENDS`]; every
+/// Runs `m` in the reference interpreter and on every backend in [`backends`]; every
 /// output must agree within `tol`. The error names the backend and the worst element.
 pub fn check_all(
+    m: &Module,
+    params: &[(String, TensorType)],
+    args: &[NDArray],
+    tol: Tol,
+) -> Result<(), String> {
+    check_on(&backends(), m, params, args, tol)
+}
+
+/// [`check_all`] on the given backends. A backend that declares an (op, dtype) of `m`
+/// unsupported is skipped for it; a case every backend skips is an error, never a pass.
+pub fn check_on(
+    backends: &[Backend],
     m: &Module,
     params: &[(String, TensorType)],
     args: &[NDArray],
@@ -132,7 +161,12 @@ pub fn check_all(
     let want = kiln_ir::interp::evaluate(m, &named)
         .map_err(|e| format!("reference: {e}"))?
         .flatten();
-    for backend in BACKENDS {
+    let mut ran = 0;
+    for backend in backends {
+        if backend.unsupported_in(m).is_some() {
+            continue;
+        }
+        ran += 1;
         let got = backend
             .run(m, params, args)
             .map_err(|e| format!("{}: {e}", backend.name()))?;
@@ -149,11 +183,17 @@ pub fn check_all(
                 .map_err(|e| format!("{} output {i}: {e}", backend.name()))?;
         }
     }
+    if ran == 0 {
+        return Err(format!(
+            "no backend ran the case: every one of {} declares it unsupported",
+            backends.len()
+        ));
+    }
     Ok(())
 }
 
 /// Lowers `m` for `target`, checks each kernel (verify, text round trip) and returns them.
-pub fn lower_checked(m: &Module, target: TargetKind) -> Result<Vec<PrimFunc>, String> {
+pub fn lower_checked(m: &Module, target: ScheduleKind) -> Result<Vec<PrimFunc>, String> {
     let ks = kernels_of(m, target).map_err(|e| format!("lowering: {e}"))?;
     for k in &ks {
         tir::verify(k).map_err(|e| format!("kernel @{}: {e}\n{k}", k.name))?;
@@ -171,7 +211,7 @@ pub fn lower_checked(m: &Module, target: TargetKind) -> Result<Vec<PrimFunc>, St
 }
 
 /// One-op modules lower to exactly one kernel; run it in the loop-IR interpreter.
-fn run_lowered(m: &Module, args: &[NDArray], target: TargetKind) -> Result<Vec<NDArray>, String> {
+fn run_lowered(m: &Module, args: &[NDArray], target: ScheduleKind) -> Result<Vec<NDArray>, String> {
     let ks = lower_checked(m, target)?;
     let [k] = &ks[..] else {
         return Err(format!("expected one kernel, got {}", ks.len()));
@@ -179,16 +219,15 @@ fn run_lowered(m: &Module, args: &[NDArray], target: TargetKind) -> Result<Vec<N
     tir::run_with_inputs(k, args).map_err(|e| format!("run: {e}\n{k}"))
 }
 
-/// Builds on the registered executor backend `name` ([`crate::suite::EXEC_BACKENDS`]) at
-/// opt level 2 with the last parameter bound as a param at build time (when there are
-/// several), sets the others as inputs, runs the graph executor.
+/// Builds on the executor backend `backend` at opt level 2 with the last parameter bound
+/// as a param at build time (when there are several), sets the others as inputs, runs
+/// the graph executor.
 fn run_executor(
     m: &Module,
     params: &[(String, TensorType)],
     args: &[NDArray],
-    name: &str,
+    backend: &ExecBackend,
 ) -> Result<Vec<NDArray>, String> {
-    let backend = crate::suite::exec_backend(name).ok_or(format!("no backend `{name}`"))?;
     let named: BTreeMap<String, NDArray> = params
         .iter()
         .map(|(n, _)| n.clone())

@@ -6,7 +6,6 @@
 //! buffers, explicit copies), compared with the unscheduled lowering run by the loop-IR
 //! interpreter.
 
-use kiln_executor::{Backend, Target};
 use kiln_ir::NDArray;
 use kiln_te::te::{self, Graph, Schedule, Tensor};
 use kiln_te::testing::{self, Prim, bias_relu, conv2d, matmul};
@@ -130,10 +129,9 @@ pub fn run_compiled(
     f: &PrimFunc,
     inputs: &[NDArray],
 ) -> Result<Vec<NDArray>, String> {
-    let target: Target = backend.target.parse().map_err(|e| format!("{e}"))?;
-    let b: std::sync::Arc<dyn Backend> = (backend.make)();
-    let lib = b
-        .compile(&target, std::slice::from_ref(f))
+    let lib = backend
+        .backend
+        .compile(&backend.target, std::slice::from_ref(f))
         .map_err(|e| format!("compile: {e}"))?;
     let mut bufs = vec![];
     for (id, x) in f.inputs().iter().zip(inputs) {

@@ -1,19 +1,18 @@
-//! The backend registry of the graph-level suites (random graphs, replayed cases,
-//! schedules, the conformance matrix): every executor backend the suite instantiates
-//! its tests for ([`EXEC_BACKENDS`]: `interp`, `cpu`; a new backend is one more entry),
-//! what each declares it does not support (op, dtype), the opt levels, running a module
-//! through `build_with` and the graph executor, the comparison with the reference
-//! (per-op tolerances from [`crate::ops`], scaled by `KILN_TOL_SCALE`), and the proptest
-//! configuration (`KILN_CASES`, `KILN_SEED`).
+//! The executor backends of the graph-level suites (random graphs, replayed cases,
+//! schedules, the conformance matrix): [`exec_backends`] takes every backend of the
+//! `kiln` crate's registry (`interp`, `cpu`; a new backend needs nothing here), and
+//! [`ExecBackend::new`] takes a user's own value; each carries the target it is tested
+//! with and what it declares unsupported (op, dtype), both from the backend itself. Also
+//! here: the opt levels, running a module through `kiln::build_on` and the graph
+//! executor, the comparison with the reference (per-op tolerances from [`crate::ops`],
+//! scaled by `KILN_TOL_SCALE`), and the proptest configuration (`KILN_CASES`,
+//! `KILN_SEED`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kiln_backend_cranelift::CraneliftBackend;
-use kiln_executor::backends::InterpBackend;
-use kiln_executor::{Backend, Params, Target, build_with};
+use kiln::{Backend, Params, PassContext, PassReport, Registry, Target, Unsupported};
 use kiln_ir::{DType, Module, NDArray};
-use kiln_rewrite::{PassContext, PassReport};
 use proptest::test_runner::{Config, RngSeed};
 
 use crate::ops::Tol;
@@ -21,62 +20,59 @@ use crate::ops::Tol;
 /// The opt levels every test is instantiated for.
 pub const OPT_LEVELS: [u8; 4] = [0, 1, 2, 3];
 
-/// An executor backend the suite runs: how to make it, the target it compiles for and
-/// what it declares unsupported.
-#[derive(Copy, Clone, Debug)]
+/// An executor backend the suite runs: the backend, the target it compiles for and what
+/// it declares unsupported.
+#[derive(Clone, Debug)]
 pub struct ExecBackend {
-    /// The backend's name in reports and test names.
-    pub name: &'static str,
-    /// The target string given to `build_with`.
-    pub target: &'static str,
+    /// The backend's name in reports and test names: its target kind (`cpu`).
+    pub name: String,
+    /// The target given to the build (the backend's test target, `cpu -threads=2`).
+    pub target: Target,
     /// The backend instance.
-    pub make: fn() -> Arc<dyn Backend>,
-    /// `(op name, dtype)` pairs the backend does not support; `"*"` matches every op.
-    /// A case that uses one is skipped and counted as unsupported, never silently.
-    pub unsupported: &'static [(&'static str, DType)],
+    pub backend: Arc<dyn Backend>,
+    /// What the backend declares unsupported. A case that uses one of these is skipped
+    /// and counted as unsupported, never silently.
+    pub unsupported: Vec<Unsupported>,
 }
 
-fn interp() -> Arc<dyn Backend> {
-    Arc::new(InterpBackend)
+/// Every backend of the `kiln` crate's built-in registry, in order.
+pub fn exec_backends() -> Vec<ExecBackend> {
+    exec_backends_of(&Registry::builtin())
 }
 
-fn cranelift() -> Arc<dyn Backend> {
-    Arc::new(CraneliftBackend)
+/// Every backend of `registry`, in order.
+pub fn exec_backends_of(registry: &Registry) -> Vec<ExecBackend> {
+    registry
+        .backends()
+        .iter()
+        .map(|b| ExecBackend::new(b.clone()))
+        .collect()
 }
 
-/// Every executor backend, in order. The SPIR-V and CUDA backends plug in here.
-pub const EXEC_BACKENDS: &[ExecBackend] = &[
-    ExecBackend {
-        name: "interp",
-        target: "interp",
-        make: interp,
-        unsupported: &[],
-    },
-    ExecBackend {
-        name: "cpu",
-        target: "cpu -threads=2",
-        make: cranelift,
-        unsupported: &[],
-    },
-];
-
-/// The registered backend called `name`.
-pub fn exec_backend(name: &str) -> Option<&'static ExecBackend> {
-    EXEC_BACKENDS.iter().find(|b| b.name == name)
+/// The built-in registry's backend serving the target kind `name`.
+pub fn exec_backend(name: &str) -> Option<ExecBackend> {
+    exec_backends().into_iter().find(|b| b.name == name)
 }
 
 impl ExecBackend {
+    /// The suite's view of `backend`: named after its target kind, run with its test
+    /// target, skipping what it declares unsupported.
+    pub fn new(backend: Arc<dyn Backend>) -> ExecBackend {
+        ExecBackend {
+            name: backend.target_kind().to_string(),
+            target: backend.test_target(),
+            unsupported: backend.unsupported(),
+            backend,
+        }
+    }
+
     /// The first `(op, dtype)` of `uses` this backend declares unsupported.
     pub fn unsupported_in<'a>(
         &self,
         uses: impl IntoIterator<Item = &'a (String, DType)>,
     ) -> Option<(String, DType)> {
         uses.into_iter()
-            .find(|(op, d)| {
-                self.unsupported
-                    .iter()
-                    .any(|(o, ud)| (*o == "*" || o == op) && ud == d)
-            })
+            .find(|(op, d)| self.unsupported.iter().any(|u| u.covers(op, *d)))
             .cloned()
     }
 
@@ -100,11 +96,9 @@ impl ExecBackend {
         bound: &Params,
         opts: impl Into<PassContext>,
     ) -> Result<(Vec<NDArray>, PassReport), String> {
-        let target: Target = self.target.parse().map_err(|e| format!("{e}"))?;
-        let lib = build_with(m, &target, bound, opts, (self.make)())
+        let built = kiln::build_on(m, &self.target, Some(&*self.backend), bound, opts)
             .map_err(|e| format!("build: {e}"))?;
-        let report = lib.pass_report().clone();
-        let mut ex = lib.create_executor().map_err(|e| e.to_string())?;
+        let mut ex = built.create_executor().map_err(|e| e.to_string())?;
         for (name, v) in inputs {
             if !bound.contains_key(name) {
                 ex.set_input(name, v)
@@ -112,7 +106,25 @@ impl ExecBackend {
             }
         }
         ex.run().map_err(|e| format!("run: {e}"))?;
-        Ok((ex.outputs().map_err(|e| e.to_string())?, report))
+        Ok((ex.outputs().map_err(|e| e.to_string())?, built.report))
+    }
+}
+
+/// Whether the suite runs as this crate's own tests or examples (cargo sets
+/// `CARGO_MANIFEST_DIR` to this crate's folder), not from someone else's crate: only then
+/// do failure messages and regression files point into this repository's folders.
+pub fn in_this_repo() -> bool {
+    std::env::var("CARGO_MANIFEST_DIR").is_ok_and(|d| d == env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Where to save a failing case so that the suite replays it: this crate's
+/// `tests/cases/` when the suite runs inside kiln's own repository, otherwise any file
+/// of the user's (the suite's folders are not theirs).
+pub fn save_hint() -> String {
+    if in_this_repo() {
+        "save as testsuite/tests/cases/NAME.relay to replay".to_string()
+    } else {
+        "save it as a text IR file and replay it with `kiln_testsuite::cases::replay`".to_string()
     }
 }
 

@@ -153,7 +153,7 @@ fn names_the_broken_pass_on_every_backend() {
     let ps = passes();
     let list: Vec<&dyn Pass> = ps.iter().map(|p| p as &dyn Pass).collect();
     let ctx = PassContext::with_opt_level(2).unwrap();
-    for backend in kiln_testsuite::suite::EXEC_BACKENDS {
+    for backend in &kiln_testsuite::suite::exec_backends() {
         let found = bisect_on_backend(&built, &list, &ctx, backend).unwrap();
         assert_eq!(
             found.guilty.as_deref(),
@@ -244,7 +244,7 @@ fn a_broken_pass_in_the_real_pipeline_is_named() {
     );
     // Gated off by the opt level: the real pipeline is clean again.
     assert_eq!(bisect_reference(&ps, 1).guilty, None);
-    for backend in kiln_testsuite::suite::EXEC_BACKENDS {
+    for backend in &kiln_testsuite::suite::exec_backends() {
         let ctx = PassContext::with_opt_level(2).unwrap();
         let found = bisect_on_backend(&case(), &refs(&ps), &ctx, backend).unwrap();
         assert_eq!(found.position, Some(3), "{}: {found:?}", backend.name);
@@ -351,7 +351,7 @@ fn a_broken_rule_is_named_with_its_family() {
 #[test]
 fn a_broken_rule_is_named_on_every_backend() {
     let ps = pipeline_with_broken_rule();
-    for backend in kiln_testsuite::suite::EXEC_BACKENDS {
+    for backend in &kiln_testsuite::suite::exec_backends() {
         let line = diagnose_with(&case(), backend, 3, &refs(&ps)).unwrap();
         assert!(
             line.contains("pass `EqSat`")

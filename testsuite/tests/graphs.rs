@@ -1,9 +1,9 @@
 //! Random programs on every backend: [`kiln_testsuite::graphs`] generates well-typed
-//! graph-IR DAGs (fan-out, reuse, edge-value inputs) and each test below runs them on one
+//! graph-IR DAGs (fan-out, reuse, edge-value inputs) and each test below runs them on every
 //! registered backend at one opt level against the reference interpreter. The tests are
-//! written once (`graph_suite`) and instantiated per backend of
-//! [`kiln_testsuite::suite::EXEC_BACKENDS`] × opt level 0..=3 by `instantiate!`; a new
-//! backend is one more line there. A failure is shrunk by proptest and printed as text IR
+//! written once (`kiln_testsuite::graph_suite`) and run on every backend of
+//! [`kiln_testsuite::suite::exec_backends`] (the `kiln` registry) at each opt level
+//! 0..=3; a new backend needs nothing here. A failure is shrunk by proptest and printed as text IR
 //! with its seed (save it under `tests/cases/` to replay it); a failure at opt level > 0
 //! that passes at opt level 0 also names the pass (and rewrite rule) that moves the
 //! output. Cases a backend declares unsupported are skipped and counted on stderr, and
@@ -12,13 +12,9 @@
 //! `KILN_SEED` picks the seed (`random` for a fresh one), `KILN_TOL_SCALE` scales the
 //! tolerances.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use kiln_testsuite::exercised::OptCounts;
-use kiln_testsuite::graphs::{Outcome, check_diagnosed, check_reported, graph_spec};
-use kiln_testsuite::suite::{EXEC_BACKENDS, cases, config, exec_backend, rng_seed};
-use proptest::test_runner::{TestCaseError, TestError, TestRunner};
+use kiln_testsuite::graph_suite::graph_suite;
+use kiln_testsuite::graphs::Outcome;
+use kiln_testsuite::suite::{ExecBackend, cases, exec_backend, exec_backends};
 
 /// Default cases per (backend, opt level) instantiation.
 const CASES: u32 = 96;
@@ -26,45 +22,13 @@ const CASES: u32 = 96;
 const MAX_NODES: usize = 8;
 
 /// The suite, for one backend at one opt level.
-fn graph_suite(backend: &str, opt_level: u8) {
-    let backend = exec_backend(backend).expect("registered backend");
-    let (passed, unsupported) = (AtomicUsize::new(0), AtomicUsize::new(0));
-    let counts = Mutex::new(OptCounts::default());
-    let mut runner = TestRunner::new(config(CASES));
-    let result = runner.run(&graph_spec(MAX_NODES), |spec| {
-        let (outcome, report) = check_reported(&spec, backend, opt_level)
-            .map_err(|f| TestCaseError::fail(f.message))?;
-        if let Some(report) = report {
-            counts.lock().unwrap().record(&report);
-        }
-        match outcome {
-            Outcome::Pass => passed.fetch_add(1, Ordering::Relaxed),
-            Outcome::Unsupported(op, d) => {
-                eprintln!("{}: skipped, `{op}` on {d} is unsupported", backend.name);
-                unsupported.fetch_add(1, Ordering::Relaxed)
-            }
-        };
-        Ok(())
-    });
-    let counts = counts.into_inner().unwrap();
+fn graph_suite_on(backend: &ExecBackend, opt_level: u8) {
+    let run = graph_suite(&backend, opt_level, CASES, MAX_NODES).unwrap_or_else(|e| panic!("{e}"));
+    let counts = run.counts;
     eprintln!(
         "{} -O{opt_level}: {} passed, {} unsupported (skipped); {counts}",
-        backend.name,
-        passed.load(Ordering::Relaxed),
-        unsupported.load(Ordering::Relaxed)
+        backend.name, run.passed, run.unsupported
     );
-    match result {
-        // The shrunk case again, with the pass (and rule) that moves its output.
-        Err(TestError::Fail(_, spec)) => {
-            let message = match check_diagnosed(&spec, backend, opt_level) {
-                Err(m) => m,
-                Ok(_) => "the shrunk case passes when run again (flaky?)".to_string(),
-            };
-            panic!("{message}\nproptest seed: {:?} (KILN_SEED)", rng_seed());
-        }
-        Err(e) => panic!("{e}\nproptest seed: {:?} (KILN_SEED)", rng_seed()),
-        Ok(()) => {}
-    }
     // The suite must exercise the optimizer, not only the backends: at the default
     // case count each opt level's passes change some of the random graphs.
     if cases(CASES) >= CASES {
@@ -84,33 +48,34 @@ fn graph_suite(backend: &str, opt_level: u8) {
     }
 }
 
-macro_rules! instantiate {
-    ($($name:ident: $backend:literal, $opt:literal;)*) => {
-        $(#[test]
-        fn $name() {
-            graph_suite($backend, $opt);
-        })*
-
-        /// Every registered backend has its four instantiations above.
-        #[test]
-        fn every_backend_is_instantiated() {
-            let names = [$($backend),*];
-            for b in EXEC_BACKENDS {
-                assert_eq!(names.iter().filter(|n| **n == b.name).count(), 4, "{}", b.name);
-            }
-        }
-    };
+/// The suite on every backend of the registry at one opt level (a new backend needs
+/// nothing here).
+fn every_backend_at(opt_level: u8) {
+    let backends = exec_backends();
+    assert!(!backends.is_empty(), "the registry has no backend");
+    for backend in &backends {
+        graph_suite_on(backend, opt_level);
+    }
 }
 
-instantiate! {
-    interp_o0: "interp", 0;
-    interp_o1: "interp", 1;
-    interp_o2: "interp", 2;
-    interp_o3: "interp", 3;
-    cpu_o0: "cpu", 0;
-    cpu_o1: "cpu", 1;
-    cpu_o2: "cpu", 2;
-    cpu_o3: "cpu", 3;
+#[test]
+fn every_backend_at_opt_level_0() {
+    every_backend_at(0);
+}
+
+#[test]
+fn every_backend_at_opt_level_1() {
+    every_backend_at(1);
+}
+
+#[test]
+fn every_backend_at_opt_level_2() {
+    every_backend_at(2);
+}
+
+#[test]
+fn every_backend_at_opt_level_3() {
+    every_backend_at(3);
 }
 
 /// A declared (op, dtype) is skipped with its name, not run and not passed silently.
@@ -118,14 +83,19 @@ instantiate! {
 fn declared_unsupported_is_skipped_and_counted() {
     use kiln_testsuite::cases::replay;
     use kiln_testsuite::graphs::{check_built, reference};
-    let mut backend = *exec_backend("cpu").unwrap();
-    backend.unsupported = &[("nn.relu", kiln_ir::DType::F32)];
+    let declare = |op: &str, dtype| kiln::Unsupported {
+        op: op.into(),
+        dtype,
+        reason: "declared by the test".into(),
+    };
+    let mut backend = exec_backend("cpu").unwrap();
+    backend.unsupported = vec![declare("nn.relu", kiln_ir::DType::F32)];
     let built = replay("def @main(%x: Tensor[(2), float32]) { nn.relu(exp(%x)) }").unwrap();
     let want = reference(&built.module, &built.inputs).unwrap();
     assert_eq!(
         check_built(&built, &want, &backend, 2),
         Ok(Outcome::Unsupported("nn.relu".into(), kiln_ir::DType::F32))
     );
-    backend.unsupported = &[("*", kiln_ir::DType::I32)];
+    backend.unsupported = vec![declare("*", kiln_ir::DType::I32)];
     assert_eq!(check_built(&built, &want, &backend, 2), Ok(Outcome::Pass));
 }

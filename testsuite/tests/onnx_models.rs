@@ -1,8 +1,9 @@
 //! Whole ONNX models checked against ONNX Runtime: a ResNet-18 (torchvision's
 //! architecture) and a BERT-style encoder block, built with random weights by
 //! `frontend-onnx/scripts/make_ort_models.py`, which also saves ONNX Runtime's output for
-//! a fixed input. Each model runs on kiln's reference interpreter (`ref`) and on `cpu`
-//! (the graph executor over Cranelift) and must match ONNX Runtime within 1e-4 absolute.
+//! a fixed input. Each model runs on kiln's reference interpreter (`ref`) and on every
+//! backend of the `kiln` registry (the graph executor over `interp`, `cpu`, ...) and must
+//! match ONNX Runtime within 1e-4 absolute.
 //!
 //! The models are generated, not checked in (ResNet-18's weights are ~45 MB): the test
 //! reads the directory named by `KILN_ORT_MODELS` (`.ci/run` generates it). Without it
@@ -10,14 +11,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
-use kiln_backend_cranelift::CraneliftBackend;
-use kiln_executor::{GraphExecutor, Target, TargetKind, build_with};
+use kiln::GraphExecutor;
 use kiln_frontend_onnx::{from_onnx, proto, tensor_from_proto};
 use kiln_ir::NDArray;
 use kiln_ir::interp::{Inputs, evaluate};
+use kiln_testsuite::suite::exec_backends;
 use prost::Message;
 
 /// The largest absolute difference allowed between kiln and ONNX Runtime.
@@ -65,7 +65,8 @@ fn max_abs_diff(got: &NDArray, want: &NDArray) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// Runs one model on `ref` and on `cpu` and compares both with ONNX Runtime's output.
+/// Runs one model on `ref` and on every registered backend and compares each with ONNX
+/// Runtime's output.
 fn check_model(dir: &Path, name: &str) {
     let case = dir.join(name);
     let bytes =
@@ -87,38 +88,42 @@ fn check_model(dir: &Path, name: &str) {
     assert_eq!(outs.len(), 1, "{name}: one output");
     let ref_diff = max_abs_diff(&outs[0], &want);
 
-    let start = Instant::now();
-    let compiled = build_with(
-        &module,
-        &Target::new(TargetKind::Cpu),
-        &params,
-        3,
-        Arc::new(CraneliftBackend),
-    )
-    .unwrap_or_else(|e| panic!("build {name} for cpu: {e}"));
-    let build_s = start.elapsed().as_secs_f64();
-    let mut exec = GraphExecutor::new(&compiled).unwrap_or_else(|e| panic!("{name}: {e}"));
-    exec.set_input("input", &x)
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    let start = Instant::now();
-    exec.run().unwrap_or_else(|e| panic!("{name} on cpu: {e}"));
-    let run_s = start.elapsed().as_secs_f64();
-    let got = exec.get_output(0).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let cpu_diff = max_abs_diff(&got, &want);
-
     println!(
-        "{name}: max |kiln - onnxruntime| = {ref_diff:.2e} on ref, {cpu_diff:.2e} on cpu \
-         (import {import_s:.2} s, ref {ref_s:.2} s, cpu build {build_s:.2} s, cpu run \
-         {run_s:.3} s)"
+        "{name}: max |kiln - onnxruntime| = {ref_diff:.2e} on ref (import {import_s:.2} s, ref {ref_s:.2} s)"
     );
     assert!(
         ref_diff <= ATOL,
         "{name} on ref differs from onnxruntime by {ref_diff:e} (> {ATOL:e})"
     );
-    assert!(
-        cpu_diff <= ATOL,
-        "{name} on cpu differs from onnxruntime by {cpu_diff:e} (> {ATOL:e})"
-    );
+    for backend in exec_backends() {
+        let b = &backend.name;
+        let start = Instant::now();
+        let compiled = kiln::build_on(
+            &module,
+            &backend.target,
+            Some(&*backend.backend),
+            &params,
+            3,
+        )
+        .unwrap_or_else(|e| panic!("build {name} for {b}: {e}"));
+        let build_s = start.elapsed().as_secs_f64();
+        let mut exec = GraphExecutor::new(&compiled).unwrap_or_else(|e| panic!("{name}: {e}"));
+        exec.set_input("input", &x)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let start = Instant::now();
+        exec.run().unwrap_or_else(|e| panic!("{name} on {b}: {e}"));
+        let run_s = start.elapsed().as_secs_f64();
+        let got = exec.get_output(0).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let diff = max_abs_diff(&got, &want);
+        println!(
+            "{name}: max |kiln - onnxruntime| = {diff:.2e} on {b} (build {build_s:.2} s, run \
+             {run_s:.3} s)"
+        );
+        assert!(
+            diff <= ATOL,
+            "{name} on {b} differs from onnxruntime by {diff:e} (> {ATOL:e})"
+        );
+    }
 }
 
 #[test]

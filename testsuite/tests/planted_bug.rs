@@ -21,7 +21,7 @@ impl Drop for Unplant {
 
 #[test]
 fn planted_off_by_one_is_found_and_shrunk() {
-    let cpu = exec_backend("cpu").unwrap();
+    let cpu = &exec_backend("cpu").unwrap();
     let _guard = Unplant;
     plant_bug(Some(Bug::LoopBoundOffByOne));
     // At least 200 cases whatever KILN_CASES says: the search must have room.

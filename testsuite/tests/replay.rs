@@ -8,7 +8,7 @@ use std::path::Path;
 
 use kiln_testsuite::cases::replay;
 use kiln_testsuite::graphs::{Outcome, check_built_diagnosed, reference};
-use kiln_testsuite::suite::{EXEC_BACKENDS, OPT_LEVELS};
+use kiln_testsuite::suite::{OPT_LEVELS, exec_backends};
 
 #[test]
 fn saved_cases_pass_on_every_backend() {
@@ -27,7 +27,7 @@ fn saved_cases_pass_on_every_backend() {
         let built = replay(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         let want = reference(&built.module, &built.inputs)
             .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-        for backend in EXEC_BACKENDS {
+        for backend in &exec_backends() {
             for opt in OPT_LEVELS {
                 match check_built_diagnosed(&built, &want, backend, opt) {
                     Ok(Outcome::Pass) => passed += 1,

@@ -26,8 +26,8 @@ impl Backend for InterpBackend {
         "interp"
     }
 
-    fn supports(&self, target: &Target) -> bool {
-        target.kind() == TargetKind::Interp
+    fn target_kind(&self) -> TargetKind {
+        TargetKind::Interp
     }
 
     fn compile(&self, _target: &Target, kernels: &[PrimFunc]) -> Result<Arc<dyn KernelLibrary>> {

@@ -23,13 +23,13 @@ use std::collections::{HashMap, HashSet};
 use crate::error::Result;
 use crate::te::{Attach, Expr, IterKind, IterVar, OpId, OpKind, Schedule, Tensor};
 use crate::tir::ForKind;
-use crate::topi::{Ctx, Tag, TargetKind};
+use crate::topi::{Ctx, ScheduleKind, Tag};
 
 /// Applies the default schedule of `target` to `s`, whose outputs are `outputs`.
-pub fn apply(s: &mut Schedule, ctx: &Ctx, outputs: &[Tensor], target: TargetKind) -> Result<()> {
+pub fn apply(s: &mut Schedule, ctx: &Ctx, outputs: &[Tensor], target: ScheduleKind) -> Result<()> {
     match target {
-        TargetKind::Cpu => cpu::schedule(s, ctx, outputs),
-        TargetKind::Gpu => gpu::schedule(s, ctx, outputs),
+        ScheduleKind::Cpu => cpu::schedule(s, ctx, outputs),
+        ScheduleKind::Gpu => gpu::schedule(s, ctx, outputs),
     }
 }
 

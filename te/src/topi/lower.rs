@@ -12,7 +12,7 @@
 //! 3. **Inlining**: every injective stage that is not an output (and not kept
 //!    materialized, see [`Ctx::kept`]) is inlined into its readers, so conv2d + bias_add
 //!    + relu + add is one loop nest with the tail in the store.
-//! 4. **Default schedule** of the [`TargetKind`] ([`crate::schedule_default`]).
+//! 4. **Default schedule** of the [`ScheduleKind`] ([`crate::schedule_default`]).
 //! 5. **Lowering** to loop IR. Kernel inputs are all parameter leaves, in order, whether
 //!    read or not, so a caller passes a function's arguments unchanged; outputs follow.
 
@@ -26,27 +26,29 @@ use crate::tir::{Buffer, PrimFunc, Scope};
 
 use super::{Ctx, TeValue, compute_op};
 
-/// The kind of target a kernel is scheduled for.
+/// Which default schedules a kernel is lowered with (a backend picks one per target:
+/// `kiln_executor::Backend::schedule_kind`). Not a target: targets are
+/// `kiln_executor::TargetKind`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum TargetKind {
+pub enum ScheduleKind {
     /// A multi-core CPU with SIMD: parallel outer loops, vectorized inner loops.
     Cpu,
     /// A GPU: loops bound to blocks and threads.
     Gpu,
 }
 
-impl TargetKind {
+impl ScheduleKind {
     /// `cpu` or `gpu`.
     pub fn name(self) -> &'static str {
         match self {
-            TargetKind::Cpu => "cpu",
-            TargetKind::Gpu => "gpu",
+            ScheduleKind::Cpu => "cpu",
+            ScheduleKind::Gpu => "gpu",
         }
     }
 
-    /// The target kind named `s` (`cpu`, `gpu`).
-    pub fn from_name(s: &str) -> Option<TargetKind> {
-        [TargetKind::Cpu, TargetKind::Gpu]
+    /// The schedule kind named `s` (`cpu`, `gpu`).
+    pub fn from_name(s: &str) -> Option<ScheduleKind> {
+        [ScheduleKind::Cpu, ScheduleKind::Gpu]
             .into_iter()
             .find(|t| t.name() == s)
     }
@@ -146,7 +148,7 @@ pub fn kernel_name(m: &Module, func: ExprId) -> Result<String> {
 pub fn lower_function(
     m: &Module,
     func: ExprId,
-    target: TargetKind,
+    target: ScheduleKind,
     name: &str,
 ) -> Result<PrimFunc> {
     let f = m.function_at(func).map_err(ir_err)?.clone();
@@ -281,7 +283,7 @@ pub fn lower_function(
         if injective
             && reachable.contains(&id)
             && !ctx.is_kept(id)
-            && !(target == TargetKind::Cpu && ctx.is_padding(id))
+            && !(target == ScheduleKind::Cpu && ctx.is_padding(id))
             && !outputs.iter().any(|o| o.op() == id)
         {
             crate::schedule_default::compute_inline(&mut s, id)?;
@@ -361,7 +363,7 @@ fn check_shape(what: &str, shape: &[usize]) -> Result<()> {
 /// op with a tuple result (`split`, `nn.batch_norm`) is one kernel with one output
 /// buffer per field. Kernels are named TVM-style, `fused_nn_conv2d`, then
 /// `fused_nn_conv2d_1`, ... for repeats of a name.
-pub fn kernels_of(m: &Module, target: TargetKind) -> Result<Vec<PrimFunc>> {
+pub fn kernels_of(m: &Module, target: ScheduleKind) -> Result<Vec<PrimFunc>> {
     let main = m.main().map_err(ir_err)?;
     let mut counts: HashMap<String, usize> = HashMap::new();
     let mut out = vec![];

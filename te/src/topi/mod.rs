@@ -14,7 +14,7 @@
 //!
 //! [`lower`] builds the tensor-expression graph of a whole function, inlines its
 //! elementwise and injective stages into their consumers, applies the default schedule
-//! of a [`TargetKind`] (see [`crate::schedule_default`]) and lowers to a
+//! of a [`ScheduleKind`] (see [`crate::schedule_default`]) and lowers to a
 //! [`PrimFunc`](crate::tir::PrimFunc); [`kernels_of`] cuts a module's `@main` into one
 //! kernel per op call until graph fusion exists.
 //!
@@ -35,7 +35,7 @@ use kiln_ir::{DType, Op, TensorType, Type};
 use crate::error::{Error, Result};
 use crate::te::{Expr, Graph, OpId, Tensor};
 
-pub use lower::{TargetKind, kernel_name, kernels_of, lower_function};
+pub use lower::{ScheduleKind, kernel_name, kernels_of, lower_function};
 
 /// What a schedule needs to know of a stage: which kind of computation it is (TVM's op
 /// tags: `conv2d_nchw`, `dense`, `injective`, ...).

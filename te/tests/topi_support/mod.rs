@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use kiln_ir::{DType, Module, NDArray, Op, TensorType, Type};
 use kiln_te::tir::{self, PrimFunc};
-use kiln_te::topi::{TargetKind, kernels_of};
+use kiln_te::topi::{ScheduleKind, kernels_of};
 
 /// An argument of a one-op module: a tensor, or a tuple of tensors (concatenate).
 #[derive(Clone, Debug)]
@@ -66,7 +66,7 @@ pub fn random(t: &TensorType, seed: u64, lo: f64, hi: f64) -> NDArray {
 }
 
 /// Lowers `m` for `target`, checks each kernel (verify, text round trip) and returns them.
-pub fn lower_checked(m: &Module, target: TargetKind) -> Result<Vec<PrimFunc>, String> {
+pub fn lower_checked(m: &Module, target: ScheduleKind) -> Result<Vec<PrimFunc>, String> {
     let ks = kernels_of(m, target).map_err(|e| format!("lowering for {target:?}: {e}"))?;
     for k in &ks {
         tir::verify(k).map_err(|e| format!("{target:?} kernel @{}: {e}\n{k}", k.name))?;
@@ -99,7 +99,7 @@ pub fn check(
     let want = kiln_ir::interp::evaluate(m, &named)
         .map_err(|e| format!("reference: {e}"))?
         .flatten();
-    for target in [TargetKind::Cpu, TargetKind::Gpu] {
+    for target in [ScheduleKind::Cpu, ScheduleKind::Gpu] {
         let ks = lower_checked(m, target)?;
         if ks.len() != 1 {
             return Err(format!("{target:?}: expected one kernel, got {}", ks.len()));

@@ -1,13 +1,11 @@
 //! The zoo MLP at batch 1 and 64 on `cpu -threads=2`, beside the graph-IR reference
-//! interpreter: compile time and the median of 9 runs. `cargo bench -p
-//! kiln-backend-cranelift --bench mlp` (a plain program, no timing assertions).
+//! interpreter: compile time and the median of 9 runs. `cargo bench -p kiln
+//! --bench mlp` (a plain program, no timing assertions).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
-use kiln_backend_cranelift::CraneliftBackend;
-use kiln_ir::{DType, NDArray};
+use kiln::{DType, NDArray};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -15,13 +13,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let target = "cpu -threads=2".parse().expect("target");
     for batch in [1usize, 64] {
-        let (m, params) = kiln_ir::zoo::mlp(batch, 10, [1, 28, 28], DType::F32, 0).expect("mlp");
+        let (m, params) =
+            kiln::layers::ir::zoo::mlp(batch, 10, [1, 28, 28], DType::F32, 0).expect("mlp");
         let data = NDArray::random_uniform(vec![batch, 1, 28, 28], DType::F32, 7, -1.0, 1.0);
         let t = Instant::now();
-        let lib = kiln_executor::build_with(&m, &target, &params, 2, Arc::new(CraneliftBackend))
-            .expect("build");
+        let lib = kiln::build(&m, "cpu -threads=2", &params, 2).expect("build");
         let build_ms = t.elapsed().as_secs_f64() * 1e3;
         let mut ex = lib.create_executor().expect("executor");
         ex.set_input("data", &data).expect("input");
@@ -38,7 +35,7 @@ fn main() {
         let reference: Vec<f64> = (0..9)
             .map(|_| {
                 let t = Instant::now();
-                kiln_ir::interp::evaluate(&m, &all).expect("reference");
+                kiln::layers::ir::interp::evaluate(&m, &all).expect("reference");
                 t.elapsed().as_secs_f64() * 1e3
             })
             .collect();

@@ -1,14 +1,11 @@
-//! `build()`: a graph-IR module, a target and params in; a [`CompiledModule`] out (graph
-//! JSON in TVM's layout, the kernel library, the params). The whole pipeline is
-//! [`build_with`], one short function read top to bottom; each step is timed into the
-//! module's build log ([`CompiledModule::build_log`]), the optimizer's per-pass report is
-//! kept ([`CompiledModule::pass_report`]), and each step's product can be printed (the
-//! graph IR, the graph JSON, every kernel's loop IR).
-//!
-//! Params are bound into `@main` as constants before optimizing (Relay's
-//! `bind_params_by_name`), so passes can fold them; after optimizing, the constants left
-//! in `@main` become graph params again: a param the passes left untouched keeps its
-//! name, a new constant is named `p0`, `p1`, ... (`lift_constants`).
+//! The back half of a build: an optimized graph-IR module (its constants already lifted
+//! to params, every op call inside a primitive function or loose) and its params in; a
+//! [`CompiledModule`] out (graph JSON in TVM's layout, the kernel library, the params).
+//! [`assemble`] is one short function read top to bottom: cut `@main` into kernel calls,
+//! lower each call under the backend's schedule kind, plan memory, compile the kernels on
+//! the backend, prepare the executor layout — each step timed into a [`BuildLog`]. The
+//! front half (verify, bind params, optimize, lift constants) is the `kiln` crate's
+//! `build`, which owns the graph optimizer; this crate does not depend on it.
 //!
 //! Graph construction (`graph_of_main`) follows TVM's graph codegen: a placeholder per
 //! parameter of `@main` in order, then one kernel call per call of a primitive function
@@ -23,50 +20,29 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_ir::{Callee, ExprId, ExprKind, FnAttrs, Module, NDArray, Type};
-use kiln_rewrite::{PassContext, PassReport};
 use kiln_te::tir::{self, PrimFunc};
-use kiln_te::topi::TargetKind as LowerKind;
+use kiln_te::topi::ScheduleKind;
 use kiln_te::topi::lower::{kernel_name, lower_function};
 
 use crate::backend::Backend;
-use crate::backends::InterpBackend;
 use crate::error::{Error, Result};
 use crate::graph_json::{EntryRef, GraphAttrs, GraphJson, Node, NodeOp};
 use crate::module::{CompiledModule, Program};
 use crate::plan::{Layout, plan_memory};
-use crate::target::{Target, TargetKind};
+use crate::target::Target;
 
 /// Named tensors bound to `@main`'s parameters by name (weights).
 pub type Params = BTreeMap<String, NDArray>;
 
-/// Builds `module` for `target` with the backends built into the executor: `ref` (the
-/// graph-IR reference interpreter, nothing compiled) and `interp` (the loop-IR
-/// interpreter). Other targets need their backend: use [`build_with`]. `opts` is a
-/// [`PassContext`] or just an opt level (`0..=3`; a higher one is an error).
-pub fn build(
-    module: &Module,
+/// Compiles `optimized` (what the graph optimizer left: see the module docs) with its
+/// `params` for `target` on `backend`; the steps are timed into `log`, which the module
+/// keeps as its build log.
+pub fn assemble(
+    optimized: &Module,
+    params: Params,
     target: &Target,
-    params: &Params,
-    opts: impl Into<PassContext>,
-) -> Result<CompiledModule> {
-    match target.kind() {
-        TargetKind::Ref => build_reference(module, target, params, &opts.into()),
-        TargetKind::Interp => build_with(module, target, params, opts, Arc::new(InterpBackend)),
-        kind => Err(Error::Unsupported(format!(
-            "no backend for target `{kind}` is built into the executor; pass one to \
-             build_with (the CLI and the test suite wire the backends)"
-        ))),
-    }
-}
-
-/// The pipeline: bind params, optimize, lift constants back to params, cut `@main` into
-/// kernel calls, lower each call, plan memory, compile the kernels on `backend`.
-pub fn build_with(
-    module: &Module,
-    target: &Target,
-    params: &Params,
-    opts: impl Into<PassContext>,
-    backend: Arc<dyn Backend>,
+    backend: &dyn Backend,
+    mut log: BuildLog,
 ) -> Result<CompiledModule> {
     if !backend.supports(target) {
         return Err(Error::Unsupported(format!(
@@ -74,11 +50,9 @@ pub fn build_with(
             backend.name()
         )));
     }
-    let mut log = BuildLog::default();
-    let opt = optimize_steps(module, params, &opts.into(), &mut log)?;
-    let graph = log.step("graph", || graph_of_main(&opt.module, opt.params))?;
+    let graph = log.step("graph", || graph_of_main(optimized, params))?;
     let kernels = log.step("lower", || {
-        lower_calls(&graph.calls, backend.lower_kind(target))
+        lower_calls(&graph.calls, backend.schedule_kind(target))
     })?;
     let json = log.step("plan memory", || graph.to_json())?;
     let library = log.step("compile", || backend.compile(target, &kernels))?;
@@ -97,179 +71,51 @@ pub fn build_with(
         Program::Kernels { kernels, library },
         layout,
         log.steps,
-        opt.report,
     ))
 }
 
-/// `ref`: the same graph JSON and params, but `run` evaluates the optimized module (its
-/// `@main` taking the graph's inputs and params) in the graph-IR reference interpreter;
-/// nothing is lowered or compiled.
-fn build_reference(
-    module: &Module,
+/// `ref`: the same graph JSON and params, but `run` evaluates `optimized` (its `@main`
+/// taking the graph's inputs and params) in the graph-IR reference interpreter; nothing
+/// is lowered or compiled.
+pub fn assemble_reference(
+    optimized: Module,
+    params: Params,
     target: &Target,
-    params: &Params,
-    ctx: &PassContext,
+    mut log: BuildLog,
 ) -> Result<CompiledModule> {
-    let mut log = BuildLog::default();
-    let opt = optimize_steps(module, params, ctx, &mut log)?;
-    let graph = log.step("graph", || graph_of_main(&opt.module, opt.params))?;
+    let graph = log.step("graph", || graph_of_main(&optimized, params))?;
     let json = log.step("plan memory", || graph.to_json())?;
     let layout = Layout::new(&json, &|n| graph.params.contains_key(n), None, false)?;
     Ok(CompiledModule::new(
         json,
         target.clone(),
         graph.params,
-        Program::Reference(Arc::new(opt.module)),
+        Program::Reference(Arc::new(optimized)),
         layout,
         log.steps,
-        opt.report,
     ))
 }
 
-/// The graph-level half of a build: the optimized module, its params, the pass report.
-pub struct Optimized {
-    /// The module after the passes, its constants lifted to `@main` parameters: `@main`
-    /// takes the model's inputs, then its params.
-    pub module: Module,
-    /// Values of the params of `module` (given weights by their names, folded constants
-    /// as `p0`, `p1`, ...).
-    pub params: Params,
-    /// What each pass did.
-    pub report: PassReport,
-}
-
-/// What [`build`] does before it cuts the graph, for tools that show it (`kiln inspect
-/// --emit opt`): verify, bind `params`, optimize under `opts`, lift constants back to
-/// params.
-pub fn optimize(
-    module: &Module,
-    params: &Params,
-    opts: impl Into<PassContext>,
-) -> Result<Optimized> {
-    optimize_steps(module, params, &opts.into(), &mut BuildLog::default())
-}
-
-/// [`optimize`], each step timed into `log`.
-fn optimize_steps(
-    module: &Module,
-    params: &Params,
-    ctx: &PassContext,
-    log: &mut BuildLog,
-) -> Result<Optimized> {
-    let module = log.step("verify", || check_module(module))?;
-    let (module, names) = log.step("bind params", || bind_params(&module, params))?;
-    let (module, report) = log.step("optimize", || Ok(kiln_rewrite::optimize(&module, ctx)?))?;
-    let (module, params) = log.step("lift constants", || lift_constants(&module, &names))?;
-    Ok(Optimized {
-        module,
-        params,
-        report,
-    })
-}
-
-/// Timings of the build steps, in order.
-#[derive(Default)]
-struct BuildLog {
+/// Timings of the build steps, in order: what [`CompiledModule::build_log`] shows.
+#[derive(Clone, Debug, Default)]
+pub struct BuildLog {
     steps: Vec<(String, f64)>,
 }
 
 impl BuildLog {
     /// Runs one named step, recording its time in milliseconds.
-    fn step<T>(&mut self, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    pub fn step<T, E>(&mut self, name: &str, f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
         let t = Instant::now();
         let out = f()?;
         self.steps
             .push((name.to_string(), t.elapsed().as_secs_f64() * 1e3));
         Ok(out)
     }
-}
 
-/// The module after the graph-IR verifier, so bad models fail before lowering.
-fn check_module(module: &Module) -> Result<Module> {
-    kiln_ir::verify::verify(module)?;
-    Ok(module.clone())
-}
-
-/// Where a bound param came from: its constant's data, by address, to its name.
-type BoundNames = HashMap<*const NDArray, String>;
-
-/// `module` with every param in `params` bound into `@main` as a constant (Relay's
-/// `bind_params_by_name`, [`kiln_rewrite::passes::bind_params`]), and the names of the
-/// bound constants.
-fn bind_params(module: &Module, params: &Params) -> Result<(Module, BoundNames)> {
-    let (m, bound) = kiln_rewrite::passes::bind_params_to_constants(module, params)?;
-    let mut names = BoundNames::new();
-    for (name, c) in bound {
-        if let ExprKind::Constant(data) = m.kind(c) {
-            names.insert(Arc::as_ptr(data), name);
-        }
+    /// The steps so far and their times in milliseconds.
+    pub fn steps(&self) -> &[(String, f64)] {
+        &self.steps
     }
-    Ok((m, names))
-}
-
-/// Rebuilds the nodes `@main`'s body evaluates (not entering function literals, which
-/// are closed) over `map`; returns the new body.
-fn rebuild_body(m: &mut Module, body: ExprId, map: &mut HashMap<ExprId, ExprId>) -> Result<ExprId> {
-    for id in kiln_ir::visit::body_order(m, body) {
-        if map.contains_key(&id) {
-            continue;
-        }
-        let new = kiln_ir::visit::rebuild(m, id, map)?;
-        if new != id {
-            map.insert(id, new);
-        }
-    }
-    Ok(*map.get(&body).unwrap_or(&body))
-}
-
-/// The inverse of [`bind_params`] after optimizing: every constant `@main` itself uses
-/// (not one inside a primitive function, which the kernel takes as an immediate) becomes
-/// a new parameter of `@main` and a graph param — named as the param it was bound from
-/// when the passes left it untouched, else `p0`, `p1`, ... (TVM's names for constants).
-fn lift_constants(module: &Module, bound: &BoundNames) -> Result<(Module, Params)> {
-    let main = module.main()?.clone();
-    let mut m = module.clone();
-    let mut taken: HashSet<String> = main
-        .params
-        .iter()
-        .filter_map(|&p| module.var_name(p).map(str::to_string))
-        .collect();
-    let mut params = Params::new();
-    let mut by_data: HashMap<*const NDArray, ExprId> = HashMap::new();
-    let mut map: HashMap<ExprId, ExprId> = HashMap::new();
-    let mut new_params = main.params.clone();
-    let mut counter = 0usize;
-    for id in kiln_ir::visit::body_order(module, main.body) {
-        let ExprKind::Constant(data) = module.kind(id) else {
-            continue;
-        };
-        let key = Arc::as_ptr(data);
-        if let Some(&v) = by_data.get(&key) {
-            map.insert(id, v);
-            continue;
-        }
-        let name = match bound.get(&key) {
-            Some(n) if taken.insert(n.clone()) => n.clone(),
-            _ => loop {
-                let n = format!("p{counter}");
-                counter += 1;
-                if taken.insert(n.clone()) {
-                    break n;
-                }
-            },
-        };
-        let v = m.var(name.clone(), module.ty(id).clone());
-        params.insert(name, (**data).clone());
-        by_data.insert(key, v);
-        map.insert(id, v);
-        new_params.push(v);
-    }
-    if map.is_empty() {
-        return Ok((m, params));
-    }
-    let body = rebuild_body(&mut m, main.body, &mut map)?;
-    m.set_main(&new_params, body)?;
-    Ok((m, params))
 }
 
 /// A value of `@main` while the graph is built: one entry, or a tuple of values.
@@ -537,7 +383,7 @@ fn one_op_function(m: &Module, op: &kiln_ir::Op, args: &[ExprId]) -> Result<(Arc
 }
 
 /// Lowers every call to its kernel, in order, and verifies each.
-fn lower_calls(calls: &[KernelCall], kind: LowerKind) -> Result<Vec<PrimFunc>> {
+fn lower_calls(calls: &[KernelCall], kind: ScheduleKind) -> Result<Vec<PrimFunc>> {
     calls
         .iter()
         .map(|c| {

@@ -11,7 +11,7 @@ use kiln_ir::{Callee, DType, ExprId, ExprKind, Module, NDArray, Type, zoo};
 use kiln_rewrite::fuse::{FuseStats, fuse_ops};
 use kiln_rewrite::{FuseOps, Pass, PassContext};
 use kiln_te::tir;
-use kiln_te::topi::TargetKind;
+use kiln_te::topi::ScheduleKind;
 use kiln_te::topi::lower::{kernel_name, lower_function};
 
 /// The primitive functions `@main` calls, in call order.
@@ -58,7 +58,7 @@ fn fused(m: &Module) -> (Module, FuseStats) {
 fn assert_groups_lower(m: &Module) {
     for (i, f) in groups(m).into_iter().enumerate() {
         let (k, kf) = kiln_ir::visit::extract(m, f);
-        for target in [TargetKind::Cpu, TargetKind::Gpu] {
+        for target in [ScheduleKind::Cpu, ScheduleKind::Gpu] {
             let name = format!("k{i}");
             let func = lower_function(&k, kf, target, &name).unwrap_or_else(|e| {
                 panic!(

@@ -6,15 +6,25 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use kiln::{PassContext, Registry};
 use kiln_executor::backends::InterpBackend;
 use kiln_executor::{
-    BenchmarkOptions, CompiledModule, DebugExecutor, Error, GraphExecutor, Target, build, load,
-    load_bytes,
+    BenchmarkOptions, CompiledModule, DebugExecutor, Error, GraphExecutor, Target, load, load_bytes,
 };
 use kiln_ir::{DType, Module, NDArray, Type, op};
 
 fn interp() -> Target {
     "interp".parse().unwrap()
+}
+
+/// `kiln::build` for a parsed target.
+fn build(
+    m: &Module,
+    target: &Target,
+    params: &BTreeMap<String, NDArray>,
+    opts: impl Into<PassContext>,
+) -> kiln::Result<CompiledModule> {
+    kiln::build(m, &target.to_string(), params, opts)
 }
 
 /// The zoo MLP with its params and one random image: 28x28 images as in the zoo for the
@@ -46,10 +56,11 @@ fn run_once(lib: &CompiledModule, data: &NDArray) -> Vec<NDArray> {
 fn mlp_on_interp_equals_the_reference() {
     let (m, params, data) = mlp_of(28);
     let want = reference(&m, &params, &data);
-    let lib = build(&m, &interp(), &params, 2).unwrap();
+    let built = Registry::builtin().build(&m, "interp", &params, 2).unwrap();
+    let lib = built.module;
     // Fused as TVM fuses it: flatten, 2 x dense+bias_add+relu, dense+bias_add, softmax.
     assert_eq!(lib.kernels().len(), 5, "one kernel per fused group");
-    let fuse = lib.pass_report().get("FuseOps").unwrap();
+    let fuse = built.report.get("FuseOps").unwrap();
     assert!(fuse.ran);
     assert!(fuse.details.contains(&("groups".into(), "5".into())));
     let names: Vec<&str> = lib.graph().nodes.iter().map(|n| n.name.as_str()).collect();
@@ -180,17 +191,27 @@ fn executor_api_and_error_paths() {
     // Params that are not parameters of @main, or of the wrong type, are refused at build.
     let mut bad = params.clone();
     bad.insert("fc9_weight".into(), NDArray::zeros(vec![1], DType::F32));
-    let e = msg(build(&m, &interp(), &bad, 2).unwrap_err());
+    let e = build(&m, &interp(), &bad, 2).unwrap_err().to_string();
     assert!(
         e.contains("`fc9_weight` is not a parameter of @main"),
         "{e}"
     );
     let mut bad = params.clone();
     bad.insert("fc1_bias".into(), NDArray::zeros(vec![3], DType::F32));
-    assert!(msg(build(&m, &interp(), &bad, 2).unwrap_err()).contains("param `fc1_bias`"));
-    // Targets without a built-in backend say how to get one.
-    let e = msg(build(&m, &"cpu".parse().unwrap(), &params, 2).unwrap_err());
-    assert!(e.contains("build_with"), "{e}");
+    assert!(
+        build(&m, &interp(), &bad, 2)
+            .unwrap_err()
+            .to_string()
+            .contains("param `fc1_bias`")
+    );
+    // Targets without a registered backend list the targets served.
+    let e = build(&m, &"cuda".parse().unwrap(), &params, 2)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no backend serves target `cuda`") && e.contains("ref, interp, cpu"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -375,7 +396,22 @@ fn export_load_runs_the_same_and_damaged_files_are_refused() {
         v[at..at + from.len()].copy_from_slice(to.as_bytes());
         resign(v)
     };
-    refuse(&swap("interp", "interq"), "target", "invalid module file");
+    // A target no backend serves: the given backend refuses it, and so does the
+    // registry, which otherwise picks the backend from the target in the file.
+    refuse(&swap("interp", "interq"), "target", "does not serve");
+    let e = Registry::builtin()
+        .load_module_bytes(&swap("interp", "interq"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no backend serves target `interq`"), "{e}");
+    let by_registry = Registry::builtin().load_module_bytes(&bytes).unwrap();
+    assert_eq!(by_registry.target().to_string(), "interp");
+    assert_eq!(run_once(&by_registry, &data), want);
+    refuse(
+        &swap("interp", "in-erp"),
+        "target name",
+        "invalid module file",
+    );
     refuse(&swap("interp", "cuda  "), "target kind", "does not serve");
     refuse(
         &swap("[1,128]", "[1,129]"),

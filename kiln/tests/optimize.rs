@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use kiln_executor::PassContext;
-use kiln_executor::{CompiledModule, Target, build};
+use kiln::{Built, PassContext, Registry};
+use kiln_executor::{CompiledModule, Target};
 use kiln_ir::op::{Binary, BinaryKind, Unary, UnaryKind};
 use kiln_ir::{DType, Module, NDArray, Type};
 
@@ -14,6 +14,16 @@ type Params = BTreeMap<String, NDArray>;
 
 fn target(name: &str) -> Target {
     name.parse().unwrap()
+}
+
+/// The built-in registry's build for a parsed target (the module and its pass report).
+fn build(
+    m: &Module,
+    target: &Target,
+    params: &Params,
+    opts: impl Into<PassContext>,
+) -> kiln::Result<Built> {
+    Registry::builtin().build(m, &target.to_string(), params, opts)
 }
 
 fn run(lib: &CompiledModule, inputs: &Params) -> Vec<NDArray> {
@@ -48,7 +58,7 @@ fn kernel_nodes(lib: &CompiledModule) -> usize {
 }
 
 /// A number FuseOps reports (`groups`: primitive functions made, `ops`: op calls in them).
-fn fuse_detail(lib: &CompiledModule, key: &str) -> usize {
+fn fuse_detail(lib: &Built, key: &str) -> usize {
     let r = lib.pass_report().get("FuseOps").unwrap();
     r.details
         .iter()
@@ -59,7 +69,7 @@ fn fuse_detail(lib: &CompiledModule, key: &str) -> usize {
         .unwrap()
 }
 
-fn fuse_groups(lib: &CompiledModule) -> usize {
+fn fuse_groups(lib: &Built) -> usize {
     fuse_detail(lib, "groups")
 }
 
@@ -103,7 +113,7 @@ fn zoo_resnets_at_opt_3_on_ref_equal_the_reference() {
             lib.pass_report()
         );
         assert_eq!(kernel_nodes(&lib), groups, "{name}: one kernel per group");
-        let optimized = kiln_executor::optimize(&m, &params, 3).unwrap();
+        let optimized = kiln::optimize(&m, &params, 3).unwrap();
         let text = kiln_ir::text::print_module(&optimized.module, &Default::default());
         assert!(
             !text.contains("nn.batch_norm"),

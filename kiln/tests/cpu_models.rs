@@ -7,18 +7,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kiln_backend_cranelift::CraneliftBackend;
-use kiln_executor::{CompiledModule, GraphExecutor, Target, build_with};
+use kiln::{CompiledModule, GraphExecutor, Registry};
 use kiln_ir::{DType, Module, NDArray};
 
-fn cpu() -> Target {
-    "cpu -threads=2".parse().unwrap()
-}
-
 fn build_cpu(m: &Module, params: &BTreeMap<String, NDArray>, opt_level: u8) -> CompiledModule {
-    let lib = build_with(m, &cpu(), params, opt_level, Arc::new(CraneliftBackend)).unwrap();
+    let built = Registry::builtin()
+        .build(m, "cpu -threads=2", params, opt_level)
+        .unwrap();
+    let lib = built.module;
     // One kernel per fused group.
-    let fuse = lib.pass_report().get("FuseOps").unwrap();
+    let fuse = built.report.get("FuseOps").unwrap();
     let groups = fuse.details.iter().find(|(k, _)| k == "groups").unwrap();
     assert_eq!(groups.1, lib.kernels().len().to_string());
     lib
