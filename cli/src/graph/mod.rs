@@ -16,10 +16,10 @@ mod svg;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use kiln_executor::DebugExecutor;
-use kiln_te::topi::{TargetKind as ScheduleKind, kernels_of};
+use kiln::DebugExecutor;
+use kiln::layers::te::topi::kernels_of;
 
-use crate::compile::{self, DEFAULT_OPT_LEVEL, backend_for, bind_inputs, parse_target};
+use crate::compile::{self, DEFAULT_OPT_LEVEL, bind_inputs, parse_target};
 use crate::model::{self, Shapes};
 
 use scene::{Scene, UnitKind, scene_of};
@@ -70,16 +70,15 @@ fn format_of(path: &std::path::Path) -> Result<Format> {
 /// `kiln graph`.
 pub fn graph(args: &GraphArgs) -> Result<()> {
     let format = format_of(&args.output)?;
-    let target = parse_target(&args.target)?;
-    let schedule = schedule_kind(target.kind().name());
+    let resolved = parse_target(&args.target)?;
     let opt_level = args.opt_level.unwrap_or(DEFAULT_OPT_LEVEL);
     let model = model::load(&args.model, &args.shapes)?;
-    let opt = kiln_executor::optimize(&model.module, &model.params, opt_level)
+    let opt = kiln::optimize(&model.module, &model.params, opt_level)
         .with_context(|| format!("cannot optimize {}", args.model))?;
     let scene = scene_of(&opt.module, &|name| opt.params.contains_key(name))?;
     let mut scene = scene;
     let times = if args.profile {
-        let times = profile(args, &target, &scene)?;
+        let times = profile(args, &resolved, &scene)?;
         let shares = times.shares();
         for unit in &mut scene.units {
             if let UnitKind::Kernel { index, .. } = unit.kind {
@@ -99,6 +98,11 @@ pub fn graph(args: &GraphArgs) -> Result<()> {
         Format::Dot => dot::render(&scene),
         Format::Svg => svg::render(&scene, &layout, times.as_ref()),
         Format::Html => {
+            // The loop IR on the target's schedules (CPU schedules for `ref`).
+            let schedule = match &resolved.backend {
+                Some(b) => b.schedule_kind(&resolved.target),
+                None => kiln::layers::te::topi::ScheduleKind::Cpu,
+            };
             let loops: Vec<String> = kernels_of(&opt.module, schedule)
                 .with_context(|| format!("cannot lower {}", args.model))?
                 .iter()
@@ -124,27 +128,22 @@ pub fn graph(args: &GraphArgs) -> Result<()> {
     Ok(())
 }
 
-/// The schedule kind of a target's kernels: GPU targets get GPU schedules.
-fn schedule_kind(target_kind: &str) -> ScheduleKind {
-    match target_kind {
-        "cuda" | "vulkan" => ScheduleKind::Gpu,
-        _ => ScheduleKind::Cpu,
-    }
-}
-
 /// Builds the model for `target` and times each kernel with the debug executor.
-fn profile(
-    args: &GraphArgs,
-    target: &kiln_executor::Target,
-    scene: &Scene,
-) -> Result<svg::KernelTimes> {
-    if backend_for(target)?.is_none() {
+fn profile(args: &GraphArgs, resolved: &kiln::Resolved, scene: &Scene) -> Result<svg::KernelTimes> {
+    let target = &resolved.target;
+    if resolved.backend.is_none() {
         bail!(
             "--profile times kernels, and target `ref` (the reference interpreter) has none; \
              profile on a compiling target"
         );
     }
-    let prepared = compile::prepare(&args.model, &args.shapes, target, args.opt_level)?;
+    let prepared = compile::prepare(
+        &args.model,
+        &args.shapes,
+        Some(&args.target),
+        None,
+        args.opt_level,
+    )?;
     let mut exec = DebugExecutor::new(&prepared.module)?;
     bind_inputs(&mut exec, &prepared.module, &[], 0)?;
     let profile = exec.profile(args.number)?;

@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{Result, bail};
-use kiln_ir::visit::body_order;
-use kiln_ir::{Callee, ExprId, ExprKind, Module, Type};
+use kiln::layers::ir::visit::body_order;
+use kiln::layers::ir::{Callee, ExprId, ExprKind, Module, Type};
 
 /// One drawn op inside a kernel.
 #[derive(Clone, Debug)]
@@ -95,7 +95,7 @@ impl Scene {
 /// `(1, 64, 56, 56) float32`, or the fields of a tuple type.
 pub fn type_label(ty: &Type) -> String {
     match ty {
-        Type::Tensor(t) => format!("{} {}", kiln_ir::ty::fmt_shape(&t.shape), t.dtype),
+        Type::Tensor(t) => format!("{} {}", kiln::layers::ir::ty::fmt_shape(&t.shape), t.dtype),
         Type::Tuple(fields) => {
             let parts: Vec<String> = fields.iter().map(type_label).collect();
             format!("({})", parts.join(", "))
@@ -136,7 +136,7 @@ pub fn scene_of(m: &Module, weights: &dyn Fn(&str) -> bool) -> Result<Scene> {
                     id,
                     format!(
                         "constant {} {}",
-                        kiln_ir::ty::fmt_shape(c.shape()),
+                        kiln::layers::ir::ty::fmt_shape(c.shape()),
                         c.dtype()
                     ),
                 );
@@ -170,7 +170,7 @@ pub fn scene_of(m: &Module, weights: &dyn Fn(&str) -> bool) -> Result<Scene> {
                             .filter_map(|(&p, a)| folded.get(a).map(|d| (p, d.clone())))
                             .collect();
                         let ops = group_ops(m, func.body, &outer);
-                        let base = kiln_te::topi::kernel_name(m, *f)?;
+                        let base = kiln::layers::te::topi::kernel_name(m, *f)?;
                         (ops, base)
                     }
                 };
@@ -271,7 +271,7 @@ fn group_ops(m: &Module, body: ExprId, outer: &HashMap<ExprId, String>) -> Vec<O
                         } else {
                             format!(
                                 "constant {} {}",
-                                kiln_ir::ty::fmt_shape(c.shape()),
+                                kiln::layers::ir::ty::fmt_shape(c.shape()),
                                 c.dtype()
                             )
                         });
@@ -298,7 +298,7 @@ fn group_ops(m: &Module, body: ExprId, outer: &HashMap<ExprId, String>) -> Vec<O
 }
 
 /// `name=value` for each attribute of an op.
-fn attr_details(op: &kiln_ir::Op) -> Vec<String> {
+fn attr_details(op: &kiln::layers::ir::Op) -> Vec<String> {
     op.attrs()
         .into_iter()
         .map(|(k, v)| format!("{k}={v}"))
@@ -306,7 +306,7 @@ fn attr_details(op: &kiln_ir::Op) -> Vec<String> {
 }
 
 /// A one-element constant's value as text.
-fn scalar_text(c: &kiln_ir::NDArray) -> String {
+fn scalar_text(c: &kiln::NDArray) -> String {
     match c.to_f64_vec().first() {
         Some(v) => format!("{v} ({})", c.dtype()),
         None => format!("({})", c.dtype()),
@@ -319,11 +319,14 @@ mod tests {
 
     #[test]
     fn mlp_at_opt_3_has_one_kernel_unit_per_fused_group_and_folds_weights() {
-        let (m, params) = kiln_ir::zoo::by_name("mlp").unwrap();
-        let opt = kiln_executor::optimize(&m, &params, 3).unwrap();
+        let (m, params) = kiln::layers::ir::zoo::by_name("mlp").unwrap();
+        let opt = kiln::optimize(&m, &params, 3).unwrap();
         let scene = scene_of(&opt.module, &|n| opt.params.contains_key(n)).unwrap();
-        let kernels =
-            kiln_te::topi::kernels_of(&opt.module, kiln_te::topi::TargetKind::Cpu).unwrap();
+        let kernels = kiln::layers::te::topi::kernels_of(
+            &opt.module,
+            kiln::layers::te::topi::ScheduleKind::Cpu,
+        )
+        .unwrap();
         let names: Vec<&str> = scene.kernels().map(|(_, u)| u.title.as_str()).collect();
         let want: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(names, want);
