@@ -54,6 +54,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Option<Result<Vec<ExprId>
         "Einsum" => crate::einsum::convert(imp, n),
         "If" | "Loop" | "Scan" => crate::control_flow::convert(imp, n),
         "TopK" => crate::topk::convert(imp, n),
+        "RNN" | "GRU" | "LSTM" => crate::recurrent::convert(imp, n),
         "NegativeLogLikelihoodLoss" => (|| {
             let x = imp.input(n, 0)?;
             let t = imp.input(n, 1)?;

@@ -127,6 +127,7 @@ pub(crate) fn is_supported(op: &str) -> bool {
         || crate::extra_ops::SUPPORTED.contains(&op)
         || crate::control_flow::SUPPORTED.contains(&op)
         || crate::topk::SUPPORTED.contains(&op)
+        || crate::recurrent::SUPPORTED.contains(&op)
 }
 
 /// Normalises axis `a` into `0..rank`.
