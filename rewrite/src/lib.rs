@@ -11,7 +11,8 @@
 //! `build`) and show in its [`PassReport`]. The helpers a rule or pass needs are
 //! re-exported here: egg's [`Id`], the [`EGraph`], the matchers ([`calls_named`],
 //! [`tensor`], [`is_float`], ...), [`check_rule`] with [`random_inputs`], and
-//! [`rewrite_module`], the bottom-up module rewriter the built-in passes use.
+//! [`rewrite_module`], the bottom-up module rewriter the built-in passes use. The page
+//! [`writing_a_rule`] walks through it.
 
 pub mod eqsat;
 pub mod error;
@@ -19,6 +20,7 @@ pub mod fuse;
 pub mod pass;
 pub mod passes;
 pub mod pipeline;
+pub mod writing_a_rule;
 
 pub use egg::Id;
 pub use eqsat::analysis::EGraph;
@@ -28,7 +30,7 @@ pub use eqsat::{FnRule, Rule, Term, check_rule};
 pub use error::{Error, Result};
 pub use fuse::FuseOps;
 pub use pass::{
-    Extensions, Pass, PassContext, PassInfo, PassOutcome, PassRecord, PassReport, Position,
+    Extensions, FnPass, Pass, PassContext, PassInfo, PassOutcome, PassRecord, PassReport, Position,
     RuleInfo,
 };
 pub use passes::rewrite_module;

@@ -64,6 +64,42 @@ pub trait Pass: Send + Sync {
     }
 }
 
+/// A pass given by a function: the quickest way to write one.
+#[derive(Clone, Copy)]
+pub struct FnPass {
+    pub name: &'static str,
+    pub opt_level: u8,
+    pub run: fn(&Module, &PassContext) -> Result<PassOutcome>,
+}
+
+impl FnPass {
+    /// The pass `name`, run from `opt_level` up, computed by `run`.
+    pub fn new(
+        name: &'static str,
+        opt_level: u8,
+        run: fn(&Module, &PassContext) -> Result<PassOutcome>,
+    ) -> FnPass {
+        FnPass {
+            name,
+            opt_level,
+            run,
+        }
+    }
+}
+
+impl Pass for FnPass {
+    fn info(&self) -> PassInfo {
+        PassInfo {
+            name: self.name,
+            opt_level: self.opt_level,
+        }
+    }
+
+    fn run(&self, module: &Module, ctx: &PassContext) -> Result<PassOutcome> {
+        (self.run)(module, ctx)
+    }
+}
+
 /// A rewrite rule as a pass lists it: its unique name and its family.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RuleInfo {
