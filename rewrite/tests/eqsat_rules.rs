@@ -478,7 +478,14 @@ fn the_checker_catches_a_wrong_rule() {
     };
     let err = check_rule(&rule, (0..3).map(sub_case), TOL, TOL).unwrap_err();
     assert!(matches!(err, CheckError::Unsound { .. }), "{err}");
-    assert!(err.to_string().contains("wrong_sub_comm"), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("wrong_sub_comm"), "{err}");
+    // The report names the term the rule produced (not a leaf) and the inputs.
+    assert!(text.contains("the term `subtract(%x1, %x0)`"), "{err}");
+    assert!(
+        text.contains("inputs: %x0: Tensor[(3, 2), float32] = ["),
+        "{err}"
+    );
 }
 
 #[test]

@@ -140,12 +140,13 @@ fn term_text(
         .and_then(|body| Ok(t.set_main(params, body)?))
         .map(|()| print_module(&t, &Default::default()));
     match text {
-        // `def @main(..) {`, the bindings, the term, `}`: the bindings and the term.
-        Ok(text) => {
-            let lines: Vec<&str> = text.lines().collect();
-            let inner = &lines[1.min(lines.len())..lines.len().saturating_sub(1)];
-            inner.iter().map(|l| l.trim()).collect::<Vec<_>>().join(" ")
-        }
+        // The header lines and the closing brace go; the bindings and the term stay.
+        Ok(text) => text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !(l.starts_with("#[") || l.starts_with("def ") || *l == "}"))
+            .collect::<Vec<_>>()
+            .join(" "),
         Err(e) => format!("<unprintable: {e}>"),
     }
 }
