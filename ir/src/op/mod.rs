@@ -318,3 +318,45 @@ impl fmt::Display for Op {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+
+    fn t(shape: &[usize]) -> Type {
+        Type::tensor(shape.to_vec(), DType::F32)
+    }
+
+    #[test]
+    fn views_move_nothing_and_a_strided_split_copies() {
+        let reshape = Op::from(Reshape { newshape: vec![-1] });
+        assert!(reshape.is_view(&[t(&[2, 3])]));
+        assert_eq!(reshape.flops(&[t(&[2, 3])], &t(&[6])), 0.0);
+        assert_eq!(reshape.bytes_moved(&[t(&[2, 3])], &t(&[6])), 0.0);
+        let split = Op::from(Split {
+            indices_or_sections: SplitSpec::Sections(2),
+            axis: 1,
+        });
+        assert!(split.is_view(&[t(&[1, 4])]));
+        assert!(!split.is_view(&[t(&[2, 4])]));
+        let halves = Type::Tuple(vec![t(&[2, 2]), t(&[2, 2])]);
+        assert_eq!(split.bytes_moved(&[t(&[2, 4])], &halves), 64.0);
+        assert!(!Op::from(Transpose::new(None)).is_view(&[t(&[2, 3])]));
+    }
+
+    #[test]
+    fn contractions_count_multiply_adds_and_transcendentals_four() {
+        let dense = Op::from(Dense::default());
+        // [2, 8] x [3, 8]^T: 6 outputs of 8 multiply-adds.
+        assert_eq!(dense.flops(&[t(&[2, 8]), t(&[3, 8])], &t(&[2, 3])), 96.0);
+        let exp = Op::from(Unary::new(UnaryKind::Exp));
+        let relu = Op::from(Unary::new(UnaryKind::Relu));
+        assert_eq!(exp.flops(&[t(&[5])], &t(&[5])), 20.0);
+        assert_eq!(relu.flops(&[t(&[5])], &t(&[5])), 5.0);
+        let add = Op::from(Binary::new(BinaryKind::Add));
+        // Elementwise default: the larger of elements read and written; bytes: all.
+        assert_eq!(add.flops(&[t(&[4]), t(&[])], &t(&[4])), 5.0);
+        assert_eq!(add.bytes_moved(&[t(&[4]), t(&[])], &t(&[4])), 36.0);
+    }
+}

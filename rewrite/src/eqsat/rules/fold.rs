@@ -3,7 +3,9 @@
 //! into the weights of the `nn.conv2d` or `nn.dense` before it; a constant scale moved
 //! past a constant shift; chains of constant shifts or scales combined. The new
 //! subterms are computed from constants only, so they cost nothing at run time (they
-//! fold at compile time). See `RULES.md`.
+//! fold at compile time). See `RULES.md`. The standard pipeline's `SimplifyInference`
+//! and `FoldScaleAxis` do most of this before EqSat runs; why both exist is in
+//! `passes/fold_scale_axis.rs`'s module doc.
 
 use std::sync::Arc;
 
