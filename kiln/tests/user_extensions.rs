@@ -5,10 +5,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kiln_executor::{PassContext, Target, build};
-use kiln_ir::text::parse_module;
-use kiln_ir::{Module, NDArray};
-use kiln_rewrite::{
+use kiln::{PassContext, Registry};
+
+use kiln::layers::ir::text::parse_module;
+use kiln::layers::ir::{Module, NDArray};
+use kiln::layers::rewrite::{
     EGraph, FnRule, Id, Pass, PassInfo, PassOutcome, Position, Result, Term, calls_named,
 };
 
@@ -46,8 +47,9 @@ fn build_runs_user_passes_and_rules_once() {
     let mut ctx = PassContext::from(3);
     ctx.insert_pass(Position::before("EqSat"), Counter(runs.clone()));
     ctx.add_rule(FnRule::new("abs_abs", "mine", abs_abs));
-    let target: Target = "interp".parse().unwrap();
-    let lib = build(&m, &target, &Default::default(), ctx).unwrap();
+    let lib = Registry::builtin()
+        .build(&m, "interp", &Default::default(), ctx)
+        .unwrap();
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     let report = lib.pass_report();
     assert!(report.get("Counter").unwrap().ran, "{report}");
@@ -71,6 +73,8 @@ fn build_runs_user_passes_and_rules_once() {
     ex.run().unwrap();
     let got = ex.outputs().unwrap();
     let inputs = [("x".to_string(), x)].into_iter().collect();
-    let want = kiln_ir::interp::evaluate(&m, &inputs).unwrap().flatten();
+    let want = kiln::layers::ir::interp::evaluate(&m, &inputs)
+        .unwrap()
+        .flatten();
     got[0].allclose(&want[0], 1e-6, 1e-6).unwrap();
 }
