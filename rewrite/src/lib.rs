@@ -4,6 +4,15 @@
 //! operator fusion into primitive functions ([`fuse`]: [`FuseOps`]). Every pass maps a
 //! well-typed [`kiln_ir::Module`] to a well-typed module with the same values (within the
 //! op's floating-point tolerance). Depends on `kiln-ir` only.
+//!
+//! For research passes and rules: [`PassContext::insert_pass`] runs a [`Pass`] of your
+//! own at a named point of the standard pipeline and [`PassContext::add_rule`] adds a
+//! [`Rule`] to equality saturation; both run once inside [`optimize`] (and so inside
+//! `build`) and show in its [`PassReport`]. The helpers a rule or pass needs are
+//! re-exported here: egg's [`Id`], the [`EGraph`], the matchers ([`calls_named`],
+//! [`tensor`], [`is_float`], ...), [`check_rule`] with [`random_inputs`], and
+//! [`rewrite_module`], the bottom-up module rewriter the built-in passes use. The page
+//! [`writing_a_rule`] walks through it.
 
 pub mod eqsat;
 pub mod error;
@@ -11,8 +20,18 @@ pub mod fuse;
 pub mod pass;
 pub mod passes;
 pub mod pipeline;
+pub mod writing_a_rule;
 
+pub use egg::Id;
+pub use eqsat::analysis::EGraph;
+pub use eqsat::check::random_inputs;
+pub use eqsat::rule::{calls, calls_named, is_const, is_float, is_splat, tensor};
+pub use eqsat::{FnRule, Rule, Term, check_rule};
 pub use error::{Error, Result};
 pub use fuse::FuseOps;
-pub use pass::{Pass, PassContext, PassInfo, PassOutcome, PassRecord, PassReport, RuleInfo};
-pub use pipeline::optimize;
+pub use pass::{
+    Extensions, FnPass, Pass, PassContext, PassInfo, PassOutcome, PassRecord, PassReport, Position,
+    RuleInfo,
+};
+pub use passes::rewrite_module;
+pub use pipeline::{optimize, standard_passes};

@@ -1,17 +1,21 @@
 //! The pass manager: [`Pass`] (a named module-to-module transformation with the opt level
 //! it is registered at), [`PassContext`] (opt level, required and disabled passes, verify
-//! and dump switches) and [`run_passes`], which runs a sequence under a context and
-//! records a [`PassReport`] (per pass: ran or skipped, time, node counts, details).
+//! and dump switches, and the user's extensions: passes inserted at named points of the
+//! pipeline and extra EqSat rules) and [`run_passes`], which runs a sequence under a
+//! context and records a [`PassReport`] (per pass: ran or skipped, time, node counts,
+//! details).
 //!
 //! Gating follows Relay (TVM_REFERENCE.md §5): a pass runs when it is required or when
 //! `ctx.opt_level >= pass.opt_level`, and never when it is disabled.
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_ir::Module;
 
+use crate::eqsat::Rule;
 use crate::error::{Error, Result};
 
 /// The highest opt level kiln knows (Relay's level 4 passes are kiln's level 3 extras).
@@ -60,6 +64,42 @@ pub trait Pass: Send + Sync {
     }
 }
 
+/// A pass given by a function: the quickest way to write one.
+#[derive(Clone, Copy)]
+pub struct FnPass {
+    pub name: &'static str,
+    pub opt_level: u8,
+    pub run: fn(&Module, &PassContext) -> Result<PassOutcome>,
+}
+
+impl FnPass {
+    /// The pass `name`, run from `opt_level` up, computed by `run`.
+    pub fn new(
+        name: &'static str,
+        opt_level: u8,
+        run: fn(&Module, &PassContext) -> Result<PassOutcome>,
+    ) -> FnPass {
+        FnPass {
+            name,
+            opt_level,
+            run,
+        }
+    }
+}
+
+impl Pass for FnPass {
+    fn info(&self) -> PassInfo {
+        PassInfo {
+            name: self.name,
+            opt_level: self.opt_level,
+        }
+    }
+
+    fn run(&self, module: &Module, ctx: &PassContext) -> Result<PassOutcome> {
+        (self.run)(module, ctx)
+    }
+}
+
 /// A rewrite rule as a pass lists it: its unique name and its family.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RuleInfo {
@@ -86,6 +126,87 @@ pub struct PassContext {
     pub verify: bool,
     /// Keep the printed module after each pass that ran in the report.
     pub dump_ir: bool,
+    /// User passes and rules (see [`PassContext::insert_pass`], [`PassContext::add_rule`]).
+    pub extensions: Extensions,
+}
+
+/// Where a user pass goes in a pipeline: just before or just after the first pass of
+/// that name (`FoldConstant` runs three times; `Before("FoldConstant")` is before the
+/// first of them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Position {
+    Before(String),
+    After(String),
+}
+
+impl Position {
+    /// Before the first pass called `name`.
+    pub fn before(name: impl Into<String>) -> Position {
+        Position::Before(name.into())
+    }
+
+    /// After the first pass called `name`.
+    pub fn after(name: impl Into<String>) -> Position {
+        Position::After(name.into())
+    }
+}
+
+/// What a user adds to the standard pipeline: passes at named points, run (and
+/// reported) like built-in passes, and rules that `EqSat` runs with its own (listed in
+/// its report's `applied`, switched off by `disabled_rules` like built-ins).
+#[derive(Clone, Default)]
+pub struct Extensions {
+    /// In the order they were inserted; two at one position run in that order.
+    pub passes: Vec<(Position, Arc<dyn Pass>)>,
+    pub rules: Vec<Arc<dyn Rule>>,
+}
+
+impl fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let passes: Vec<String> = self
+            .passes
+            .iter()
+            .map(|(at, p)| format!("{} at {at:?}", p.info().name))
+            .collect();
+        let rules: Vec<&str> = self.rules.iter().map(|r| r.name()).collect();
+        f.debug_struct("Extensions")
+            .field("passes", &passes)
+            .field("rules", &rules)
+            .finish()
+    }
+}
+
+/// `passes` with the user passes of `ext` inserted at their positions (several at one
+/// point in the order they were added); an error naming the passes when a position
+/// names none of them.
+pub fn with_user_passes<'a>(
+    passes: &[&'a dyn Pass],
+    ext: &'a Extensions,
+) -> Result<Vec<&'a dyn Pass>> {
+    let mut before: Vec<Vec<&dyn Pass>> = vec![vec![]; passes.len()];
+    let mut after: Vec<Vec<&dyn Pass>> = vec![vec![]; passes.len()];
+    for (at, pass) in &ext.passes {
+        let (name, slots) = match at {
+            Position::Before(n) => (n, &mut before),
+            Position::After(n) => (n, &mut after),
+        };
+        let Some(k) = passes.iter().position(|p| p.info().name == name) else {
+            let known: Vec<_> = passes.iter().map(|p| p.info().name).collect();
+            return Err(Error::InvalidArgument(format!(
+                "user pass `{}` is placed at unknown pass `{name}` (passes: {})",
+                pass.info().name,
+                known.join(", ")
+            )));
+        };
+        slots[k].push(pass.as_ref());
+    }
+    let mut out = vec![];
+    for (k, p) in passes.iter().enumerate() {
+        out.extend(before[k].iter().copied());
+        out.push(*p);
+        out.extend(after[k].iter().copied());
+    }
+    Ok(out)
 }
 
 impl Default for PassContext {
@@ -97,6 +218,7 @@ impl Default for PassContext {
             disabled_rules: BTreeSet::new(),
             verify: cfg!(debug_assertions),
             dump_ir: false,
+            extensions: Extensions::default(),
         }
     }
 }
@@ -121,6 +243,25 @@ impl PassContext {
             return false;
         }
         self.required.contains(info.name) || self.opt_level >= info.opt_level
+    }
+
+    /// Runs `pass` at `at` of the pipeline [`crate::optimize`] (and `build`) runs: once,
+    /// gated by its own [`PassInfo::opt_level`], listed in the report like a built-in.
+    pub fn insert_pass(&mut self, at: Position, pass: impl Pass + 'static) -> &mut Self {
+        self.extensions.passes.push((at, Arc::new(pass)));
+        self
+    }
+
+    /// Adds `rule` to the rules `EqSat` saturates with (its name must be new).
+    pub fn add_rule(&mut self, rule: impl Rule + 'static) -> &mut Self {
+        self.extensions.rules.push(Arc::new(rule));
+        self
+    }
+
+    /// Adds a whole rule family (rules that share [`Rule::family`]).
+    pub fn add_rules(&mut self, rules: impl IntoIterator<Item = Arc<dyn Rule>>) -> &mut Self {
+        self.extensions.rules.extend(rules);
+        self
     }
 
     /// Whether the rule `name` of `family` is on: neither is in [`Self::disabled_rules`].
@@ -216,10 +357,22 @@ pub fn check_names(passes: &[&dyn Pass], ctx: &PassContext) -> Result<()> {
             )));
         }
     }
+    let mut rules: Vec<RuleInfo> = passes.iter().flat_map(|p| p.rules()).collect();
+    for r in &ctx.extensions.rules {
+        if rules.iter().any(|b| b.name == r.name()) {
+            return Err(Error::InvalidArgument(format!(
+                "user rule `{}` has the name of another rule",
+                r.name()
+            )));
+        }
+        rules.push(RuleInfo {
+            name: r.name().to_string(),
+            family: r.family().to_string(),
+        });
+    }
     if ctx.disabled_rules.is_empty() {
         return Ok(());
     }
-    let rules: Vec<RuleInfo> = passes.iter().flat_map(|p| p.rules()).collect();
     for name in &ctx.disabled_rules {
         if !rules.iter().any(|r| &r.name == name || &r.family == name) {
             let mut families: Vec<&str> = vec![];

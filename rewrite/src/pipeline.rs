@@ -7,7 +7,7 @@ use kiln_ir::Module;
 use crate::eqsat::EqSat;
 use crate::error::{Error, Result};
 use crate::fuse::FuseOps;
-use crate::pass::{MAX_OPT_LEVEL, Pass, PassContext, PassReport, run_passes};
+use crate::pass::{MAX_OPT_LEVEL, Pass, PassContext, PassReport, run_passes, with_user_passes};
 use crate::passes::{
     DeadCodeElimination, EliminateCommonSubexpr, FoldConstant, FoldScaleAxis, InferType,
     SimplifyInference,
@@ -34,8 +34,10 @@ pub fn standard_passes() -> Vec<Box<dyn Pass>> {
     ]
 }
 
-/// Optimizes `module` under `ctx` with [`standard_passes`]; returns the new module and
-/// the report of every pass. An opt level above [`MAX_OPT_LEVEL`] is an error.
+/// Optimizes `module` under `ctx` with [`standard_passes`] and the user passes of
+/// `ctx.extensions` at their positions (each runs once, in this one sequence); returns
+/// the new module and the report of every pass. An opt level above [`MAX_OPT_LEVEL`] is
+/// an error, and so is a user pass placed at a pass the pipeline does not have.
 pub fn optimize(module: &Module, ctx: &PassContext) -> Result<(Module, PassReport)> {
     if ctx.opt_level > MAX_OPT_LEVEL {
         return Err(Error::InvalidArgument(format!(
@@ -45,6 +47,7 @@ pub fn optimize(module: &Module, ctx: &PassContext) -> Result<(Module, PassRepor
     }
     let passes = standard_passes();
     let refs: Vec<&dyn Pass> = passes.iter().map(|p| p.as_ref()).collect();
+    let refs = with_user_passes(&refs, &ctx.extensions)?;
     run_passes(module, &refs, ctx)
 }
 

@@ -27,6 +27,30 @@ pub trait CustomOpDef: Send + Sync + fmt::Debug {
     fn pattern(&self) -> OpPattern {
         OpPattern::Opaque
     }
+    /// Whether the op only reinterprets its argument's data ([`OpSpec::is_view`]);
+    /// default no.
+    fn is_view(&self, _args: &[Type]) -> bool {
+        false
+    }
+    /// FLOPs of one call ([`OpSpec::flops`]); default one per element read or written,
+    /// whichever is more — state it for anything heavier (a contraction, a
+    /// transcendental), or the cost model will undercount it.
+    fn flops(&self, args: &[Type], out: &Type) -> f64 {
+        if self.is_view(args) {
+            0.0
+        } else {
+            super::elementwise_flops(args, out)
+        }
+    }
+    /// Bytes one call reads and writes ([`OpSpec::bytes_moved`]); default every argument
+    /// and the result once (none for a view).
+    fn bytes_moved(&self, args: &[Type], out: &Type) -> f64 {
+        if self.is_view(args) {
+            0.0
+        } else {
+            args.iter().map(super::type_bytes).sum::<f64>() + super::type_bytes(out)
+        }
+    }
 }
 
 /// A shared handle to a [`CustomOpDef`]. Two handles are equal when their names and
@@ -94,6 +118,15 @@ impl OpSpec for CustomOp {
     }
     fn pattern(&self) -> OpPattern {
         self.0.pattern()
+    }
+    fn is_view(&self, args: &[Type]) -> bool {
+        self.0.is_view(args)
+    }
+    fn flops(&self, args: &[Type], out: &Type) -> f64 {
+        self.0.flops(args, out)
+    }
+    fn bytes_moved(&self, args: &[Type], out: &Type) -> f64 {
+        self.0.bytes_moved(args, out)
     }
 }
 

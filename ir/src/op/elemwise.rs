@@ -54,88 +54,118 @@ pub fn fminimum(a: f64, b: f64) -> f64 {
     }
 }
 
-/// Names of the ops in this family.
-pub const NAMES: &[&str] = &[
-    "nn.relu",
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "tanh",
-    "sigmoid",
-    "erf",
-    "negative",
-    "abs",
-    "floor",
-    "ceil",
-    "round",
-    "add",
-    "subtract",
-    "multiply",
-    "divide",
-    "power",
-    "maximum",
-    "minimum",
-    "equal",
-    "not_equal",
-    "less",
-    "less_equal",
-    "greater",
-    "greater_equal",
-    "floor_mod",
-    "trunc_mod",
-    "clip",
-    "cast",
-    "where",
-];
+/// Generates the kind enums, their `ALL`, `name` (and `transcendental` for unary
+/// kinds) and the family's `NAMES` from the table below.
+macro_rules! elemwise_kinds {
+    (
+        $(#[$udoc:meta])* $unary:ident {
+            $($(#[$uvdoc:meta])* $u:ident => $uname:literal, transcendental: $tr:literal;)*
+        }
+        $(#[$bdoc:meta])* $binary:ident {
+            $($(#[$bvdoc:meta])* $b:ident => $bname:literal;)*
+        }
+        others [$($other:literal),* $(,)?]
+    ) => {
+        $(#[$udoc])*
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $unary {
+            $($(#[$uvdoc])* $u,)*
+        }
 
-/// Which elementwise function a [`Unary`] applies.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum UnaryKind {
-    Relu,
-    Exp,
-    Log,
-    Sqrt,
-    Rsqrt,
-    Tanh,
-    Sigmoid,
-    Erf,
-    Negative,
-    Abs,
-    Floor,
-    Ceil,
-    /// To the nearest integer, ties to even (numpy's and ONNX's `round`).
-    Round,
+        $(#[$bdoc])*
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $binary {
+            $($(#[$bvdoc])* $b,)*
+        }
+
+        impl $unary {
+            /// Every unary kind, in declaration order.
+            pub const ALL: [$unary; [$(stringify!($u)),*].len()] = [$($unary::$u),*];
+
+            /// The op name in the text form.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($unary::$u => $uname,)*
+                }
+            }
+
+            /// Whether the function is transcendental (about four FLOPs an element in
+            /// [`OpSpec::flops`]).
+            pub fn transcendental(self) -> bool {
+                match self {
+                    $($unary::$u => $tr,)*
+                }
+            }
+        }
+
+        impl $binary {
+            /// Every binary kind, in declaration order.
+            pub const ALL: [$binary; [$(stringify!($b)),*].len()] = [$($binary::$b),*];
+
+            /// The op name in the text form.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($binary::$b => $bname,)*
+                }
+            }
+        }
+
+        /// Names of the ops in this family.
+        pub const NAMES: &[&str] = &[$($uname,)* $($bname,)* $($other),*];
+    };
+}
+
+// The one table of elementwise kinds: each kind's variant and op name, and for unary
+// kinds whether the function is transcendental. The enums, their `ALL` and `name`, and
+// the family's `NAMES` are generated from it, so a kind without a name (or a name
+// without a kind) does not compile.
+elemwise_kinds! {
+    /// Which elementwise function a [`Unary`] applies.
+    UnaryKind {
+        Relu => "nn.relu", transcendental: false;
+        Exp => "exp", transcendental: true;
+        Log => "log", transcendental: true;
+        Sqrt => "sqrt", transcendental: true;
+        Rsqrt => "rsqrt", transcendental: true;
+        Tanh => "tanh", transcendental: true;
+        Sigmoid => "sigmoid", transcendental: true;
+        Erf => "erf", transcendental: true;
+        Negative => "negative", transcendental: false;
+        Abs => "abs", transcendental: false;
+        Floor => "floor", transcendental: false;
+        Ceil => "ceil", transcendental: false;
+        /// To the nearest integer, ties to even (numpy's and ONNX's `round`).
+        Round => "round", transcendental: false;
+    }
+    /// Which function a [`Binary`] applies.
+    BinaryKind {
+        Add => "add";
+        Subtract => "subtract";
+        Multiply => "multiply";
+        Divide => "divide";
+        Power => "power";
+        Maximum => "maximum";
+        Minimum => "minimum";
+        Equal => "equal";
+        NotEqual => "not_equal";
+        Less => "less";
+        LessEqual => "less_equal";
+        Greater => "greater";
+        GreaterEqual => "greater_equal";
+        /// Remainder of division rounding toward negative infinity: the sign of the
+        /// divisor (Python's `%`, ONNX `Mod` with `fmod=0`).
+        FloorMod => "floor_mod";
+        /// Remainder of division truncating toward zero: the sign of the dividend (C's
+        /// `fmod`, ONNX `Mod` with `fmod=1`).
+        TruncMod => "trunc_mod";
+    }
+    others ["clip", "cast", "where"]
 }
 
 /// A one-argument elementwise op.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Unary {
     pub kind: UnaryKind,
-}
-
-/// Which function a [`Binary`] applies.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum BinaryKind {
-    Add,
-    Subtract,
-    Multiply,
-    Divide,
-    Power,
-    Maximum,
-    Minimum,
-    Equal,
-    NotEqual,
-    Less,
-    LessEqual,
-    Greater,
-    GreaterEqual,
-    /// Remainder of division rounding toward negative infinity: the sign of the
-    /// divisor (Python's `%`, ONNX `Mod` with `fmod=0`).
-    FloorMod,
-    /// Remainder of division truncating toward zero: the sign of the dividend (C's
-    /// `fmod`, ONNX `Mod` with `fmod=1`).
-    TruncMod,
 }
 
 /// A two-argument broadcasting op; comparisons return `bool`.
@@ -330,42 +360,6 @@ macro_rules! per_kind {
 // ---------------------------------------------------------------------------------------
 
 impl UnaryKind {
-    /// Every unary kind, in declaration order.
-    pub const ALL: [UnaryKind; 13] = [
-        UnaryKind::Relu,
-        UnaryKind::Exp,
-        UnaryKind::Log,
-        UnaryKind::Sqrt,
-        UnaryKind::Rsqrt,
-        UnaryKind::Tanh,
-        UnaryKind::Sigmoid,
-        UnaryKind::Erf,
-        UnaryKind::Negative,
-        UnaryKind::Abs,
-        UnaryKind::Floor,
-        UnaryKind::Ceil,
-        UnaryKind::Round,
-    ];
-
-    /// The op name in the text form.
-    pub fn name(self) -> &'static str {
-        match self {
-            UnaryKind::Relu => "nn.relu",
-            UnaryKind::Exp => "exp",
-            UnaryKind::Log => "log",
-            UnaryKind::Sqrt => "sqrt",
-            UnaryKind::Rsqrt => "rsqrt",
-            UnaryKind::Tanh => "tanh",
-            UnaryKind::Sigmoid => "sigmoid",
-            UnaryKind::Erf => "erf",
-            UnaryKind::Negative => "negative",
-            UnaryKind::Abs => "abs",
-            UnaryKind::Floor => "floor",
-            UnaryKind::Ceil => "ceil",
-            UnaryKind::Round => "round",
-        }
-    }
-
     /// The kind whose op name is `name`.
     pub fn from_name(name: &str) -> Option<UnaryKind> {
         UnaryKind::ALL.into_iter().find(|k| k.name() == name)
@@ -452,6 +446,13 @@ impl Unary {
 impl OpSpec for Unary {
     fn pattern(&self) -> OpPattern {
         OpPattern::ElemWise
+    }
+
+    /// Four an element for a transcendental function ([`UnaryKind::transcendental`]),
+    /// one otherwise.
+    fn flops(&self, args: &[Type], out: &Type) -> f64 {
+        let per = if self.kind.transcendental() { 4.0 } else { 1.0 };
+        per * super::elementwise_flops(args, out)
     }
 
     fn name(&self) -> &str {
@@ -554,46 +555,6 @@ fn erfc_continued_fraction(a: f64) -> f64 {
 // ---------------------------------------------------------------------------------------
 
 impl BinaryKind {
-    /// Every binary kind, in declaration order.
-    pub const ALL: [BinaryKind; 15] = [
-        BinaryKind::Add,
-        BinaryKind::Subtract,
-        BinaryKind::Multiply,
-        BinaryKind::Divide,
-        BinaryKind::Power,
-        BinaryKind::Maximum,
-        BinaryKind::Minimum,
-        BinaryKind::Equal,
-        BinaryKind::NotEqual,
-        BinaryKind::Less,
-        BinaryKind::LessEqual,
-        BinaryKind::Greater,
-        BinaryKind::GreaterEqual,
-        BinaryKind::FloorMod,
-        BinaryKind::TruncMod,
-    ];
-
-    /// The op name in the text form.
-    pub fn name(self) -> &'static str {
-        match self {
-            BinaryKind::Add => "add",
-            BinaryKind::Subtract => "subtract",
-            BinaryKind::Multiply => "multiply",
-            BinaryKind::Divide => "divide",
-            BinaryKind::Power => "power",
-            BinaryKind::Maximum => "maximum",
-            BinaryKind::Minimum => "minimum",
-            BinaryKind::Equal => "equal",
-            BinaryKind::NotEqual => "not_equal",
-            BinaryKind::Less => "less",
-            BinaryKind::LessEqual => "less_equal",
-            BinaryKind::Greater => "greater",
-            BinaryKind::GreaterEqual => "greater_equal",
-            BinaryKind::FloorMod => "floor_mod",
-            BinaryKind::TruncMod => "trunc_mod",
-        }
-    }
-
     /// The kind whose op name is `name`.
     pub fn from_name(name: &str) -> Option<BinaryKind> {
         BinaryKind::ALL.into_iter().find(|k| k.name() == name)

@@ -1,6 +1,7 @@
 //! The op set. Each op is a struct holding its typed attributes and implementing
-//! [`OpSpec`]: its name, its type rule, its reference evaluation and how its attributes
-//! print, all in one place (one file per family: `nn`, `elemwise`, `reduce`,
+//! [`OpSpec`]: its name, its type rule, its reference evaluation, how its attributes
+//! print, and the facts passes ask of it (fusion pattern, FLOPs, bytes moved, whether it
+//! is a view), all in one place (one file per family: `nn`, `elemwise`, `reduce`,
 //! `transform`). [`Op`] is the closed enum of those structs — plain data, so it hashes
 //! and orders for an e-graph — plus [`Op::Custom`] for ops users add from outside the
 //! crate through [`CustomOpDef`] and an [`OpRegistry`].
@@ -56,6 +57,60 @@ pub trait OpSpec {
     fn pattern(&self) -> OpPattern {
         OpPattern::Opaque
     }
+
+    /// Whether a call on arguments of types `args` only reinterprets its argument's data:
+    /// the result is the argument's elements in the same row-major order, reshaped or cut
+    /// into contiguous pieces (`reshape`, `squeeze`, `expand_dims`, `nn.batch_flatten`,
+    /// a `split` whose axes before the split axis have extent 1). No data moves. Default:
+    /// no.
+    fn is_view(&self, _args: &[Type]) -> bool {
+        false
+    }
+
+    /// Floating-point operations of one call (for cost models): a multiply-add counts
+    /// two, a transcendental function four. Default: none for a view, otherwise one per
+    /// element read or written, whichever is more ([`elementwise_flops`]).
+    fn flops(&self, args: &[Type], out: &Type) -> f64 {
+        if self.is_view(args) {
+            0.0
+        } else {
+            elementwise_flops(args, out)
+        }
+    }
+
+    /// Bytes one call reads and writes. Default: none for a view, otherwise every
+    /// argument read once and the result written once ([`type_bytes`]).
+    fn bytes_moved(&self, args: &[Type], out: &Type) -> f64 {
+        if self.is_view(args) {
+            0.0
+        } else {
+            args.iter().map(type_bytes).sum::<f64>() + type_bytes(out)
+        }
+    }
+}
+
+/// Elements of a value of type `ty` (every field of a tuple; none for a function).
+pub fn type_elements(ty: &Type) -> f64 {
+    match ty {
+        Type::Tensor(t) => t.numel() as f64,
+        Type::Tuple(fields) => fields.iter().map(type_elements).sum(),
+        Type::Func(_) => 0.0,
+    }
+}
+
+/// Bytes of a value of type `ty` (every field of a tuple; none for a function).
+pub fn type_bytes(ty: &Type) -> f64 {
+    match ty {
+        Type::Tensor(t) => t.size_bytes() as f64,
+        Type::Tuple(fields) => fields.iter().map(type_bytes).sum(),
+        Type::Func(_) => 0.0,
+    }
+}
+
+/// One FLOP per element read or written, whichever is more: the default of
+/// [`OpSpec::flops`].
+pub fn elementwise_flops(args: &[Type], out: &Type) -> f64 {
+    type_elements(out).max(args.iter().map(type_elements).sum())
 }
 
 /// An op's fusion pattern (Relay's `TOpPattern`), ordered from the most to the least
@@ -190,6 +245,21 @@ impl Op {
         self.spec().pattern()
     }
 
+    /// See [`OpSpec::is_view`].
+    pub fn is_view(&self, args: &[Type]) -> bool {
+        self.spec().is_view(args)
+    }
+
+    /// See [`OpSpec::flops`].
+    pub fn flops(&self, args: &[Type], out: &Type) -> f64 {
+        self.spec().flops(args, out)
+    }
+
+    /// See [`OpSpec::bytes_moved`].
+    pub fn bytes_moved(&self, args: &[Type], out: &Type) -> f64 {
+        self.spec().bytes_moved(args, out)
+    }
+
     /// See [`OpSpec::infer_type`].
     pub fn infer_type(&self, args: &[Type]) -> Result<Type> {
         self.spec().infer_type(args)
@@ -246,5 +316,47 @@ impl fmt::Display for Op {
             write!(f, ", {k}={v}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+
+    fn t(shape: &[usize]) -> Type {
+        Type::tensor(shape.to_vec(), DType::F32)
+    }
+
+    #[test]
+    fn views_move_nothing_and_a_strided_split_copies() {
+        let reshape = Op::from(Reshape { newshape: vec![-1] });
+        assert!(reshape.is_view(&[t(&[2, 3])]));
+        assert_eq!(reshape.flops(&[t(&[2, 3])], &t(&[6])), 0.0);
+        assert_eq!(reshape.bytes_moved(&[t(&[2, 3])], &t(&[6])), 0.0);
+        let split = Op::from(Split {
+            indices_or_sections: SplitSpec::Sections(2),
+            axis: 1,
+        });
+        assert!(split.is_view(&[t(&[1, 4])]));
+        assert!(!split.is_view(&[t(&[2, 4])]));
+        let halves = Type::Tuple(vec![t(&[2, 2]), t(&[2, 2])]);
+        assert_eq!(split.bytes_moved(&[t(&[2, 4])], &halves), 64.0);
+        assert!(!Op::from(Transpose::new(None)).is_view(&[t(&[2, 3])]));
+    }
+
+    #[test]
+    fn contractions_count_multiply_adds_and_transcendentals_four() {
+        let dense = Op::from(Dense::default());
+        // [2, 8] x [3, 8]^T: 6 outputs of 8 multiply-adds.
+        assert_eq!(dense.flops(&[t(&[2, 8]), t(&[3, 8])], &t(&[2, 3])), 96.0);
+        let exp = Op::from(Unary::new(UnaryKind::Exp));
+        let relu = Op::from(Unary::new(UnaryKind::Relu));
+        assert_eq!(exp.flops(&[t(&[5])], &t(&[5])), 20.0);
+        assert_eq!(relu.flops(&[t(&[5])], &t(&[5])), 5.0);
+        let add = Op::from(Binary::new(BinaryKind::Add));
+        // Elementwise default: the larger of elements read and written; bytes: all.
+        assert_eq!(add.flops(&[t(&[4]), t(&[])], &t(&[4])), 5.0);
+        assert_eq!(add.bytes_moved(&[t(&[4]), t(&[])], &t(&[4])), 36.0);
     }
 }

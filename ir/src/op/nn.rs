@@ -712,6 +712,14 @@ impl OpSpec for Conv2d {
         OpPattern::OutEWiseFusable
     }
 
+    /// Each output element is `I/groups * KH * KW` multiply-adds (weight
+    /// `[O, I/groups, KH, KW]`).
+    fn flops(&self, args: &[Type], out: &Type) -> f64 {
+        let w = args.get(1).and_then(Type::as_tensor);
+        let per = w.map_or(1, |w| w.shape.iter().skip(1).product::<usize>()) as f64;
+        2.0 * super::type_elements(out) * per
+    }
+
     fn name(&self) -> &str {
         "nn.conv2d"
     }
@@ -847,6 +855,11 @@ fn parse_conv2d(r: &mut AttrReader) -> Result<Conv2d> {
 impl OpSpec for BatchNorm {
     fn pattern(&self) -> OpPattern {
         OpPattern::Opaque
+    }
+
+    /// Per element: subtract, divide, multiply, add (and a square root per channel).
+    fn flops(&self, args: &[Type], out: &Type) -> f64 {
+        4.0 * super::type_elements(args.first().unwrap_or(out))
     }
 
     fn name(&self) -> &str {
@@ -1247,6 +1260,17 @@ impl OpSpec for Dense {
         OpPattern::OutEWiseFusable
     }
 
+    /// Each output element is one multiply-add per element of the contracted (last)
+    /// axis of the first argument.
+    fn flops(&self, args: &[Type], out: &Type) -> f64 {
+        let k = args
+            .first()
+            .and_then(Type::as_tensor)
+            .and_then(|t| t.shape.last().copied())
+            .unwrap_or(1);
+        2.0 * super::type_elements(out) * k as f64
+    }
+
     fn name(&self) -> &str {
         "nn.dense"
     }
@@ -1383,6 +1407,11 @@ impl OpSpec for BatchFlatten {
         OpPattern::Injective
     }
 
+    /// A shape view: the data is the argument's, in the same row-major order.
+    fn is_view(&self, _args: &[Type]) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "nn.batch_flatten"
     }
@@ -1415,6 +1444,12 @@ impl OpSpec for BatchFlatten {
 impl OpSpec for Softmax {
     fn pattern(&self) -> OpPattern {
         OpPattern::Opaque
+    }
+
+    /// About five operations an element (max or mean, subtract, exp or square, sum,
+    /// divide).
+    fn flops(&self, _args: &[Type], out: &Type) -> f64 {
+        5.0 * super::type_elements(out)
     }
 
     fn name(&self) -> &str {
@@ -1469,6 +1504,12 @@ impl OpSpec for Softmax {
 impl OpSpec for LayerNorm {
     fn pattern(&self) -> OpPattern {
         OpPattern::Opaque
+    }
+
+    /// About five operations an element (max or mean, subtract, exp or square, sum,
+    /// divide).
+    fn flops(&self, _args: &[Type], out: &Type) -> f64 {
+        5.0 * super::type_elements(out)
     }
 
     fn name(&self) -> &str {
@@ -1581,6 +1622,17 @@ impl BatchMatmul {
 impl OpSpec for BatchMatmul {
     fn pattern(&self) -> OpPattern {
         OpPattern::OutEWiseFusable
+    }
+
+    /// Each output element is one multiply-add per element of the contracted (last)
+    /// axis of the first argument.
+    fn flops(&self, args: &[Type], out: &Type) -> f64 {
+        let k = args
+            .first()
+            .and_then(Type::as_tensor)
+            .and_then(|t| t.shape.last().copied())
+            .unwrap_or(1);
+        2.0 * super::type_elements(out) * k as f64
     }
 
     fn name(&self) -> &str {

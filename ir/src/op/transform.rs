@@ -325,6 +325,11 @@ impl OpSpec for Reshape {
         OpPattern::Injective
     }
 
+    /// A shape view: the data is the argument's, in the same row-major order.
+    fn is_view(&self, _args: &[Type]) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "reshape"
     }
@@ -471,6 +476,11 @@ impl OpSpec for Squeeze {
         OpPattern::Injective
     }
 
+    /// A shape view: the data is the argument's, in the same row-major order.
+    fn is_view(&self, _args: &[Type]) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "squeeze"
     }
@@ -543,6 +553,11 @@ impl ExpandDims {
 impl OpSpec for ExpandDims {
     fn pattern(&self) -> OpPattern {
         OpPattern::Injective
+    }
+
+    /// A shape view: the data is the argument's, in the same row-major order.
+    fn is_view(&self, _args: &[Type]) -> bool {
+        true
     }
 
     fn name(&self) -> &str {
@@ -773,6 +788,20 @@ impl Split {
 impl OpSpec for Split {
     fn pattern(&self) -> OpPattern {
         OpPattern::Injective
+    }
+
+    /// Contiguous pieces (a view) when every axis before the split axis has extent 1.
+    fn is_view(&self, args: &[Type]) -> bool {
+        let Some(t) = args.first().and_then(Type::as_tensor) else {
+            return false;
+        };
+        let rank = t.rank() as i64;
+        let axis = if self.axis < 0 {
+            self.axis + rank
+        } else {
+            self.axis
+        };
+        (0..rank).contains(&axis) && t.shape[..axis as usize].iter().all(|&d| d == 1)
     }
 
     fn name(&self) -> &str {

@@ -10,6 +10,7 @@
 
 use egg::Id;
 use kiln_ir::interp::{Inputs, evaluate};
+use kiln_ir::text::print_module;
 use kiln_ir::{Module, NDArray};
 
 use super::convert::{to_egraph, to_module};
@@ -31,11 +32,20 @@ pub struct RuleCheck {
 /// Why a rule failed its check.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
-    #[error("rule `{rule}` is unsound on case {case}: choosing `{node}` gives {detail}")]
+    #[error(
+        "rule `{rule}` is unsound on case {case}: the term `{term}` gives {detail}\n  \
+         inputs: {inputs}\n  program:\n{program}"
+    )]
     Unsound {
         rule: String,
         case: usize,
-        node: String,
+        /// The term whose choice changes the output: the chosen node over its
+        /// arguments, in the text form (`multiply(%x0, %x1)`).
+        term: String,
+        /// The inputs, `name: type = values` (the first values).
+        inputs: String,
+        /// The whole program with that term chosen.
+        program: String,
         detail: String,
     },
     #[error("rule `{rule}` never fired on the {cases} case(s) given")]
@@ -98,7 +108,9 @@ pub fn check_rule(
                     return Err(CheckError::Unsound {
                         rule: rule.name().to_string(),
                         case,
-                        node: node.to_string(),
+                        term: term_text(&g, class.id, &choice, &m, &params),
+                        inputs: inputs_text(&inputs),
+                        program: print_module(&out, &Default::default()),
                         detail,
                     });
                 }
@@ -112,6 +124,40 @@ pub fn check_rule(
         });
     }
     Ok(report)
+}
+
+/// The term class `class` stands for under `choice`, as the body of a function over
+/// `params` printed in the text form (its last line is the term itself).
+fn term_text(
+    g: &super::analysis::EGraph,
+    class: Id,
+    choice: &dyn Fn(Id) -> Option<Node>,
+    m: &Module,
+    params: &[kiln_ir::ExprId],
+) -> String {
+    let mut t = m.clone();
+    let text = to_module(g, class, choice, &mut t)
+        .and_then(|body| Ok(t.set_main(params, body)?))
+        .map(|()| print_module(&t, &Default::default()));
+    match text {
+        // The header lines and the closing brace go; the bindings and the term stay.
+        Ok(text) => text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !(l.starts_with("#[") || l.starts_with("def ") || *l == "}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        Err(e) => format!("<unprintable: {e}>"),
+    }
+}
+
+/// `name: type = first values` for each input.
+fn inputs_text(inputs: &Inputs) -> String {
+    inputs
+        .iter()
+        .map(|(name, v)| format!("%{name}: {} = {}", v.ty(), v.preview(6)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// How `got` differs from `expected`, if it does.

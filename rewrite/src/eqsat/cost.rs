@@ -19,10 +19,11 @@ pub trait CostModel: Send + Sync {
     fn op_cost(&self, op: &Op, args: &[Type], out: &Type) -> f64;
 }
 
-/// `flop * FLOPs + byte * (bytes read + bytes written) + kernel`. Ops that only
-/// reinterpret their input's shape (reshape, squeeze, expand_dims, batch_flatten) and a
-/// `split` into contiguous pieces (every axis before the split axis of extent 1) move no
-/// bytes and cost `kernel` alone.
+/// `flop * FLOPs + byte * (bytes read + bytes written) + kernel`, with the FLOPs and
+/// bytes the op states ([`kiln_ir::op::OpSpec::flops`], [`kiln_ir::op::OpSpec::bytes_moved`]):
+/// a view (reshape, squeeze, expand_dims, batch_flatten, a `split` into contiguous
+/// pieces) moves nothing and costs `kernel` alone. A custom op gets the defaults stated
+/// on [`kiln_ir::op::CustomOpDef`].
 #[derive(Clone, Debug)]
 pub struct FlopsBytes {
     pub flop: f64,
@@ -50,82 +51,13 @@ impl Default for FlopsBytes {
     }
 }
 
-/// Elements of a value (all fields of a tuple).
-pub fn numel(ty: &Type) -> f64 {
-    match ty {
-        Type::Tensor(t) => t.numel() as f64,
-        Type::Tuple(fields) => fields.iter().map(numel).sum(),
-        Type::Func(_) => 0.0,
-    }
-}
-
-/// Bytes of a value (all fields of a tuple).
-pub fn bytes(ty: &Type) -> f64 {
-    match ty {
-        Type::Tensor(t) => t.size_bytes() as f64,
-        Type::Tuple(fields) => fields.iter().map(bytes).sum(),
-        Type::Func(_) => 0.0,
-    }
-}
-
-fn dim(ty: Option<&Type>, from_end: usize) -> f64 {
-    ty.and_then(Type::as_tensor)
-        .and_then(|t| t.shape.len().checked_sub(from_end + 1).map(|i| t.shape[i]))
-        .unwrap_or(1) as f64
-}
-
-/// FLOPs of one call: multiply-adds count two, a transcendental function four; other
-/// ops one per element read or written, whichever is more.
-pub fn flops(op: &Op, args: &[Type], out: &Type) -> f64 {
-    match op.name() {
-        "nn.conv2d" => {
-            // weight [O, I/groups, KH, KW]: each output element is I/groups*KH*KW MACs.
-            let w = args.get(1).and_then(Type::as_tensor);
-            let per = w.map_or(1, |w| w.shape.iter().skip(1).product::<usize>()) as f64;
-            2.0 * numel(out) * per
-        }
-        "nn.dense" | "nn.batch_matmul" => 2.0 * numel(out) * dim(args.first(), 0),
-        // Per element: subtract, divide, multiply, add (and a square root per channel).
-        "nn.batch_norm" => 4.0 * numel(args.first().unwrap_or(out)),
-        "nn.layer_norm" | "nn.softmax" => 5.0 * numel(out),
-        "exp" | "log" | "tanh" | "sigmoid" | "erf" | "sqrt" | "rsqrt" => 4.0 * numel(out),
-        _ => numel(out).max(args.iter().map(numel).sum()),
-    }
-}
-
-/// Whether the op only reinterprets its input's shape (no data moves).
-pub fn is_view(op: &Op) -> bool {
-    matches!(
-        op.name(),
-        "reshape" | "squeeze" | "expand_dims" | "nn.batch_flatten"
-    )
-}
-
-/// Whether `split` on `args` cuts its input into contiguous pieces (views).
-pub fn contiguous_split(op: &Op, args: &[Type]) -> bool {
-    let (Op::Split(split), Some(t)) = (op, args.first().and_then(Type::as_tensor)) else {
-        return false;
-    };
-    let rank = t.rank() as i64;
-    let axis = if split.axis < 0 {
-        split.axis + rank
-    } else {
-        split.axis
-    };
-    (0..rank).contains(&axis) && t.shape[..axis as usize].iter().all(|&d| d == 1)
-}
-
 impl CostModel for FlopsBytes {
     fn name(&self) -> &str {
         "flops+bytes"
     }
 
     fn op_cost(&self, op: &Op, args: &[Type], out: &Type) -> f64 {
-        if is_view(op) || contiguous_split(op, args) {
-            return self.kernel;
-        }
-        let moved = args.iter().map(bytes).sum::<f64>() + bytes(out);
-        self.flop * flops(op, args, out) + self.byte * moved + self.kernel
+        self.flop * op.flops(args, out) + self.byte * op.bytes_moved(args, out) + self.kernel
     }
 }
 
@@ -171,7 +103,7 @@ pub fn function_cost(model: &dyn CostModel, m: &Module, func: ExprId) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_ir::op::{Binary, BinaryKind, Conv2d, Reshape};
+    use kiln_ir::op::{Binary, BinaryKind, Conv2d, Reshape, Split, SplitSpec, Unary, UnaryKind};
     use kiln_ir::{DType, NDArray};
 
     fn t(shape: &[usize]) -> Type {
@@ -183,7 +115,7 @@ mod tests {
         let model = FlopsBytes::default();
         let op = Op::from(Conv2d::default());
         let (x, w, y) = (t(&[1, 3, 8, 8]), t(&[4, 3, 3, 3]), t(&[1, 4, 6, 6]));
-        assert_eq!(flops(&op, &[x.clone(), w.clone()], &y), 2.0 * 144.0 * 27.0);
+        assert_eq!(op.flops(&[x.clone(), w.clone()], &y), 2.0 * 144.0 * 27.0);
         let moved = (192.0 + 108.0 + 144.0) * 4.0;
         assert_eq!(
             model.op_cost(&op, &[x, w], &y),
@@ -191,6 +123,24 @@ mod tests {
         );
         let view = Op::from(Reshape { newshape: vec![-1] });
         assert_eq!(model.op_cost(&view, &[t(&[2, 3])], &t(&[6])), 5000.0);
+        // A split into contiguous pieces is a view; a strided one copies.
+        let split = Op::from(Split {
+            indices_or_sections: SplitSpec::Sections(2),
+            axis: 1,
+        });
+        let halves = Type::Tuple(vec![t(&[1, 2]), t(&[1, 2])]);
+        assert_eq!(model.op_cost(&split, &[t(&[1, 4])], &halves), 5000.0);
+        let halves = Type::Tuple(vec![t(&[2, 1]), t(&[2, 1])]);
+        assert_eq!(
+            model.op_cost(&split, &[t(&[2, 2])], &halves),
+            4.0 + 32.0 + 5000.0
+        );
+        // A transcendental unary op counts four FLOPs an element.
+        let exp = Op::from(Unary::new(UnaryKind::Exp));
+        assert_eq!(
+            model.op_cost(&exp, &[t(&[4])], &t(&[4])),
+            16.0 + 32.0 + 5000.0
+        );
     }
 
     #[test]

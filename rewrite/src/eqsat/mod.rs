@@ -13,6 +13,7 @@ pub mod convert;
 pub mod cost;
 pub mod extract;
 pub mod lang;
+pub mod pattern;
 pub mod rule;
 pub mod rules;
 
@@ -235,28 +236,34 @@ impl Pass for EqSat {
             .collect()
     }
 
+    /// Saturates with the pass's rules and the context's user rules
+    /// (`ctx.extensions.rules`), less those `ctx.disabled_rules` switches off.
     fn run(&self, module: &Module, ctx: &PassContext) -> Result<PassOutcome> {
-        if self
-            .rules
-            .iter()
-            .any(|r| !ctx.rule_enabled(r.name(), r.family()))
-        {
-            let on = EqSat {
-                config: self.config.clone(),
-                rules: self
-                    .rules
-                    .iter()
-                    .filter(|r| ctx.rule_enabled(r.name(), r.family()))
-                    .cloned()
-                    .collect(),
-                cost: self.cost.clone(),
-            };
-            let mut all_on = ctx.clone();
-            all_on.disabled_rules.clear();
-            let out = on.run(module, &all_on)?;
-            let off = self.rules.len() - on.rules.len();
-            return Ok(out.detail("rules_disabled", off));
+        let all: Vec<&Arc<dyn Rule>> = self.rules.iter().chain(&ctx.extensions.rules).collect();
+        let on = EqSat {
+            config: self.config.clone(),
+            rules: all
+                .iter()
+                .filter(|r| ctx.rule_enabled(r.name(), r.family()))
+                .map(|r| Arc::clone(r))
+                .collect(),
+            cost: self.cost.clone(),
+        };
+        let off = all.len() - on.rules.len();
+        let mut out = on.run_rules(module)?;
+        if !ctx.extensions.rules.is_empty() {
+            out = out.detail("user_rules", ctx.extensions.rules.len());
         }
+        if off > 0 {
+            out = out.detail("rules_disabled", off);
+        }
+        Ok(out)
+    }
+}
+
+impl EqSat {
+    /// The pass on every global function, with exactly `self.rules`.
+    fn run_rules(&self, module: &Module) -> Result<PassOutcome> {
         let mut m = module.clone();
         let mut details: Vec<(String, String)> = vec![];
         let names: Vec<(String, ExprId)> = module.globals().to_vec();

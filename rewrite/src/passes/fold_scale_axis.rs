@@ -24,9 +24,32 @@
 //!
 //! sound for any padding (zero padding scaled is still zero); for conv2d only with
 //! `groups == 1`, for depthwise convolutions with one output per input channel (the
-//! scale goes on the weight's first axis instead), or with a scalar `S`. Relay's forward
-//! pass also looks through positive-scale relus; kiln does not. `FoldConstant` then folds
-//! the new weight expressions.
+//! scale goes on the weight's first axis instead), or with a scalar `S`. As in Relay, the
+//! forward direction also looks through a constant shift and a relu, which is how a
+//! pre-activation network's batch norms (`relu(x * S + T)` feeding convolutions) fold:
+//!
+//! ```text
+//! nn.conv2d(relu(add(multiply(x, S), T)), W)
+//!     ->  nn.conv2d(relu(add(x, divide(T, S))), multiply(W, reshape(S, [1, C', 1, 1])))
+//! ```
+//!
+//! since `x * S + T = (x + T / S) * S` for `S` without zeros and `relu(y * S) =
+//! relu(y) * S` for `S > 0` (both checked on the scale's values, which must be a literal
+//! constant by then: `FoldConstant` runs first). A relu may feed several layers (the
+//! first unit of a ResNet stage feeds its 1x1 shortcut too): every user must be a
+//! conv2d or dense reading it as data, each folds, and they share the new relu.
+//! Backward also goes into both branches of an `add` of two non-constant terms, when
+//! both fold (`(conv(x, W1) + conv(y, W2)) * S`). `FoldConstant` then folds the new
+//! weight expressions.
+//!
+//! Overlaps, on purpose: `SimplifyInference` turns every batch norm into `x * S + T` at
+//! level 0, so EqSat's `batch_norm_affine` rule only fires when a pipeline skips
+//! `SimplifyInference` (it is EqSat's own way to see batch norms, used by EqSat-only
+//! pipelines and tests); EqSat's fold family (`scale_into_conv2d`, `scale_past_shift`,
+//! ...) states the backward laws as equations that extraction may or may not keep by
+//! cost, while this pass applies them (and the forward ones, which need the scale's
+//! values) unconditionally at level 3, before EqSat, so the e-graph starts from folded
+//! weights.
 //!
 //! "Constant" means built from constants by op calls (what `FoldConstant` folds), so a
 //! bias scaled by an earlier sweep still counts.
@@ -38,8 +61,8 @@
 
 use std::collections::HashMap;
 
-use kiln_ir::op::{BiasAdd, Binary, BinaryKind, Reshape};
-use kiln_ir::visit::body_order;
+use kiln_ir::op::{BiasAdd, Binary, BinaryKind, Reshape, Unary, UnaryKind};
+use kiln_ir::visit::{body_order, post_order};
 use kiln_ir::{Callee, ExprId, ExprKind, Module, Op, TensorType};
 
 use super::{rewrite_module, use_counts};
@@ -87,9 +110,16 @@ impl Pass for FoldScaleAxis {
 /// over the same data position, and a backward match never looks through a multiply).
 fn fold_round(src: &Module) -> Result<(Module, usize)> {
     let uses = use_counts(src);
+    let layer_uses = layer_data_uses(src);
+    let mut shared: HashMap<ExprId, ExprId> = HashMap::new();
     let mut folded = 0;
     let out = rewrite_module(src, |m, orig, id| {
-        if let Some(r) = fold_forward(m, src, &uses, orig, id)? {
+        let ctx = Forward {
+            src,
+            uses: &uses,
+            layer_uses: &layer_uses,
+        };
+        if let Some(r) = ctx.fold(m, &mut shared, orig, id)? {
             folded += 1;
             return Ok(r);
         }
@@ -120,75 +150,195 @@ fn fold_round(src: &Module) -> Result<(Module, usize)> {
     Ok((out, folded))
 }
 
-/// The forward direction at a conv2d or dense `orig` (rebuilt as `id`): its data is a
-/// single-use `multiply(x, S)` with `S` constant along the input channel axis, and the
-/// rebuilt data is still that multiply (a backward fold in this sweep may have claimed it
-/// first).
-fn fold_forward(
-    m: &mut Module,
-    src: &Module,
-    uses: &HashMap<ExprId, usize>,
-    orig: ExprId,
-    id: ExprId,
-) -> Result<Option<ExprId>> {
-    let Some(op @ (Op::Conv2d(_) | Op::Dense(_))) = src.kind(orig).op().cloned() else {
-        return Ok(None);
-    };
-    let (ExprKind::Call { args: old, .. }, ExprKind::Call { args, .. }) =
-        (src.kind(orig), m.kind(id).clone())
-    else {
-        return Ok(None);
-    };
-    let (data, w) = (args[0], args[1]);
-    if uses.get(&old[0]).copied() != Some(1) || !is_multiply(m, data) {
-        return Ok(None);
-    }
-    let ExprKind::Call { args: mul, .. } = m.kind(data).clone() else {
-        return Ok(None);
-    };
-    let (Some(data_ty), Some(w_ty)) = (
-        m.ty(data).as_tensor().cloned(),
-        m.ty(w).as_tensor().cloned(),
-    ) else {
-        return Ok(None);
-    };
-    let axis = match &op {
-        Op::Conv2d(_) => 1,
-        _ => match data_ty.rank().checked_sub(1) {
-            Some(a) => a,
-            None => return Ok(None),
-        },
-    };
-    for (xi, si) in [(0, 1), (1, 0)] {
-        let (x, scale) = (mul[xi], mul[si]);
-        let f = Folder { src, uses, scale };
-        if m.ty(x) != m.ty(data) || !f.scale_is_constant_float(m) {
-            continue;
+/// How many conv2d or dense calls read each node as their data (first argument).
+fn layer_data_uses(m: &Module) -> HashMap<ExprId, usize> {
+    let mut out: HashMap<ExprId, usize> = HashMap::new();
+    let mut seen = std::collections::HashSet::new();
+    for (_, f) in m.globals() {
+        for id in post_order(m, *f) {
+            if !seen.insert(id) {
+                continue;
+            }
+            if let (Some(Op::Conv2d(_) | Op::Dense(_)), ExprKind::Call { args, .. }) =
+                (m.kind(id).op(), m.kind(id))
+            {
+                *out.entry(args[0]).or_default() += 1;
+            }
         }
-        let Some(k) = f.per_channel(m, &data_ty, axis) else {
-            continue;
+    }
+    out
+}
+
+/// What the forward direction looks through between a layer and the scale: the data is
+/// `[relu](([multiply(x, S)] + T))` with the multiply (and shift) single-use.
+struct Chain {
+    /// The relu, in the source module, when there is one.
+    relu: Option<ExprId>,
+    /// The constant shift `T`, in the module being built.
+    shift: Option<ExprId>,
+    /// The multiply's arguments, in the module being built.
+    mul: [ExprId; 2],
+}
+
+/// The forward direction's view of the source module.
+struct Forward<'a> {
+    src: &'a Module,
+    uses: &'a HashMap<ExprId, usize>,
+    layer_uses: &'a HashMap<ExprId, usize>,
+}
+
+impl Forward<'_> {
+    fn op_args(m: &Module, id: ExprId) -> Option<(&Op, &[ExprId])> {
+        match m.kind(id) {
+            ExprKind::Call {
+                callee: Callee::Op(op),
+                args,
+            } => Some((op, args.as_slice())),
+            _ => None,
+        }
+    }
+
+    fn used_once(&self, orig: ExprId) -> bool {
+        self.uses.get(&orig).copied() == Some(1)
+    }
+
+    /// The chain from a layer's data `old` (source) / `new` (being built) to its scale.
+    fn chain(&self, m: &Module, mut old: ExprId, mut new: ExprId) -> Option<Chain> {
+        let is_relu = |op: &Op| {
+            matches!(
+                op,
+                Op::Unary(Unary {
+                    kind: UnaryKind::Relu
+                })
+            )
         };
-        let mut shape = vec![1i64; w_ty.rank()];
-        match &op {
-            // Input channel c meets weight column c.
-            Op::Conv2d(c) if c.groups == 1 => shape[1] = k as i64,
-            // Depthwise with one output per input channel: input c meets weight row c.
-            Op::Conv2d(c) if c.groups == w_ty.shape[0] && w_ty.shape[1] == 1 => shape[0] = k as i64,
-            // Other grouped convolutions: only a scalar scale is provably the same.
-            Op::Conv2d(_) if k == 1 => {}
-            Op::Conv2d(_) => continue,
-            _ => shape[1] = k as i64,
+        let mut relu = None;
+        let (o, n) = (Self::op_args(self.src, old)?, Self::op_args(m, new)?);
+        if is_relu(o.0) && is_relu(n.0) {
+            // Every user reads it as a layer's data, so each folds the same way.
+            if self.uses.get(&old) != self.layer_uses.get(&old) {
+                return None;
+            }
+            relu = Some(old);
+            (old, new) = (o.1[0], n.1[0]);
+        } else if !self.used_once(old) {
+            return None;
         }
-        let s = f.reshaped_scale(m, shape)?;
-        let w = m.call(
-            Binary {
-                kind: BinaryKind::Multiply,
-            },
-            &[w, s],
-        )?;
-        return Ok(Some(m.call(op.clone(), &[x, w])?));
+        let mut shift = None;
+        let add = Op::from(Binary::new(BinaryKind::Add));
+        let (o, n) = (Self::op_args(self.src, old)?, Self::op_args(m, new)?);
+        if *o.0 == add && *n.0 == add && self.used_once(old) {
+            let e = (0..2).find(|&b| is_constant_expr(m, n.1[1 - b]))?;
+            shift = Some(n.1[1 - e]);
+            (old, new) = (o.1[e], n.1[e]);
+        }
+        let n = Self::op_args(m, new)?;
+        if !(is_multiply(self.src, old) && is_multiply(m, new) && self.used_once(old)) {
+            return None;
+        }
+        Some(Chain {
+            relu,
+            shift,
+            mul: [n.1[0], n.1[1]],
+        })
     }
-    Ok(None)
+
+    /// The forward direction at a conv2d or dense `orig` (rebuilt as `id`): its data is
+    /// a [`Chain`] ending in a multiply by `S`, constant along the input channel axis.
+    /// `shared` maps a relu already folded for another layer to its replacement.
+    fn fold(
+        &self,
+        m: &mut Module,
+        shared: &mut HashMap<ExprId, ExprId>,
+        orig: ExprId,
+        id: ExprId,
+    ) -> Result<Option<ExprId>> {
+        let Some(op @ (Op::Conv2d(_) | Op::Dense(_))) = self.src.kind(orig).op().cloned() else {
+            return Ok(None);
+        };
+        let (ExprKind::Call { args: old, .. }, ExprKind::Call { args, .. }) =
+            (self.src.kind(orig), m.kind(id).clone())
+        else {
+            return Ok(None);
+        };
+        let (data, w) = (args[0], args[1]);
+        let Some(chain) = self.chain(m, old[0], data) else {
+            return Ok(None);
+        };
+        let (Some(data_ty), Some(w_ty)) = (
+            m.ty(data).as_tensor().cloned(),
+            m.ty(w).as_tensor().cloned(),
+        ) else {
+            return Ok(None);
+        };
+        let axis = match &op {
+            Op::Conv2d(_) => 1,
+            _ => match data_ty.rank().checked_sub(1) {
+                Some(a) => a,
+                None => return Ok(None),
+            },
+        };
+        for (xi, si) in [(0, 1), (1, 0)] {
+            let (x, scale) = (chain.mul[xi], chain.mul[si]);
+            let f = Folder {
+                src: self.src,
+                uses: self.uses,
+                scale,
+            };
+            if m.ty(x) != m.ty(data) || !f.scale_is_constant_float(m) {
+                continue;
+            }
+            // relu(y * S) = relu(y) * S needs S > 0; (y * S + T) = (y + T / S) * S needs
+            // S without zeros.
+            let values_ok = |pred: fn(f64) -> bool| match m.kind(scale) {
+                ExprKind::Constant(v) => v.to_f64_vec().into_iter().all(pred),
+                _ => false,
+            };
+            if (chain.relu.is_some() && !values_ok(|v| v > 0.0))
+                || (chain.shift.is_some() && !values_ok(|v| v != 0.0 && v.is_finite()))
+            {
+                continue;
+            }
+            let Some(k) = f.per_channel(m, &data_ty, axis) else {
+                continue;
+            };
+            let mut shape = vec![1i64; w_ty.rank()];
+            match &op {
+                // Input channel c meets weight column c.
+                Op::Conv2d(c) if c.groups == 1 => shape[1] = k as i64,
+                // Depthwise with one output per input channel: input c meets weight row c.
+                Op::Conv2d(c) if c.groups == w_ty.shape[0] && w_ty.shape[1] == 1 => {
+                    shape[0] = k as i64
+                }
+                // Other grouped convolutions: only a scalar scale is provably the same.
+                Op::Conv2d(_) if k == 1 => {}
+                Op::Conv2d(_) => continue,
+                _ => shape[1] = k as i64,
+            }
+            let new_data = match chain.relu.and_then(|r| shared.get(&r)) {
+                Some(&d) => d,
+                None => {
+                    let mut d = x;
+                    if let Some(t) = chain.shift {
+                        let q = m.call(Binary::new(BinaryKind::Divide), &[t, scale])?;
+                        d = m.call(Binary::new(BinaryKind::Add), &[x, q])?;
+                        if m.ty(d) != m.ty(x) {
+                            continue; // the shift would broadcast x up
+                        }
+                    }
+                    if let Some(r) = chain.relu {
+                        d = m.call(Unary::new(UnaryKind::Relu), &[d])?;
+                        shared.insert(r, d);
+                    }
+                    d
+                }
+            };
+            let s = f.reshaped_scale(m, shape)?;
+            let w = m.call(Binary::new(BinaryKind::Multiply), &[w, s])?;
+            return Ok(Some(m.call(op.clone(), &[new_data, w])?));
+        }
+        Ok(None)
+    }
 }
 
 fn is_multiply(m: &Module, id: ExprId) -> bool {
@@ -303,6 +453,18 @@ impl Folder<'_> {
             Op::Binary(Binary {
                 kind: BinaryKind::Add,
             }) => {
+                // Both branches scaled: (a + b) * S = a * S + b * S, when each folds.
+                let same = |i: usize| self.src.ty(old[i]) == self.src.ty(orig);
+                if !is_constant_expr(m, args[0]) && !is_constant_expr(m, args[1]) {
+                    if same(0)
+                        && same(1)
+                        && let Some(a) = self.fold(m, old[0], args[0])?
+                        && let Some(b) = self.fold(m, old[1], args[1])?
+                    {
+                        return Ok(Some(m.call(op, &[a, b])?));
+                    }
+                    return Ok(None);
+                }
                 for (e, b) in [(0, 1), (1, 0)] {
                     let constant = is_constant_expr(m, args[b]);
                     if !constant || self.src.ty(old[e]) != self.src.ty(orig) {

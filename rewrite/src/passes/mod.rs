@@ -74,7 +74,7 @@ pub(crate) fn primitive_nodes(m: &Module) -> HashSet<ExprId> {
 /// over its already rewritten children (the same id when no child changed), and returns
 /// what replaces it. Rebuilt nodes go through the typed builders, so a rewrite that breaks
 /// a type rule is an error.
-pub(crate) fn rewrite_module(
+pub fn rewrite_module(
     module: &Module,
     mut rewrite: impl FnMut(&mut Module, ExprId, ExprId) -> Result<ExprId>,
 ) -> Result<Module> {

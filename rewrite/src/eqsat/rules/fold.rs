@@ -3,7 +3,9 @@
 //! into the weights of the `nn.conv2d` or `nn.dense` before it; a constant scale moved
 //! past a constant shift; chains of constant shifts or scales combined. The new
 //! subterms are computed from constants only, so they cost nothing at run time (they
-//! fold at compile time). See `RULES.md`.
+//! fold at compile time). See `RULES.md`. The standard pipeline's `SimplifyInference`
+//! and `FoldScaleAxis` do most of this before EqSat runs; why both exist is in
+//! `passes/fold_scale_axis.rs`'s module doc.
 
 use std::sync::Arc;
 
@@ -11,30 +13,116 @@ use egg::Id;
 use kiln_ir::Op;
 use kiln_ir::op::{Binary, BinaryKind, Reshape, Unary, UnaryKind};
 
-use super::algebraic::binary_args;
 use crate::eqsat::analysis::EGraph;
 use crate::eqsat::lang::Node;
-use crate::eqsat::rule::{FnRule, Rule, Term, calls_named, is_const, is_float, tensor};
+use crate::eqsat::pattern::{Cond, Pat, PatternRule};
+use crate::eqsat::rule::{
+    FnRule, Imperative, Roots, Rule, Term, binary_args, calls_named, is_const, is_float, tensor,
+};
 
 const FAMILY: &str = "fold";
 
+/// Why the imperative rules of this family are not patterns.
+const COMPUTED_SHAPE: &str = "the right-hand side reshapes to a channel layout computed from the match's shapes and attributes";
+
 pub fn rules() -> Vec<Arc<dyn Rule>> {
-    let r = |name, apply| -> Arc<dyn Rule> {
-        Arc::new(FnRule {
-            name,
-            family: FAMILY,
-            apply,
-        })
-    };
+    let mul = |a, b| Pat::bin(BinaryKind::Multiply, a, b);
+    let (y, b, s) = (Pat::var("y"), Pat::var("b"), Pat::var("s"));
+    let constant_operands = || vec![Cond::NotConst("y"), Cond::Const("a"), Cond::Const("b")];
     vec![
-        r("batch_norm_affine", batch_norm_affine),
-        r("bias_add_to_add", bias_add_to_add),
-        r("scale_into_conv2d", scale_into_conv2d),
-        r("scale_into_dense", scale_into_dense),
-        r("scale_past_shift", scale_past_shift),
-        r("shift_chain", shift_chain),
-        r("scale_chain", scale_chain),
+        imperative(
+            "batch_norm_affine",
+            batch_norm_affine,
+            Roots::Any,
+            "`batch_norm(x, γ, β, μ, σ², axis, ε).0 = x * S + T` with `k = γ / sqrt(σ² + ε)` (`1 / sqrt(σ² + ε)` when `scale=False`), `S = reshape(k, [C, 1, ..., 1])`, `T = reshape(β - μ k, ...)` (`-μ k` when `center=False`), the ones making `S`, `T` broadcast along `axis`",
+            "`x` float; `γ`, `β`, `μ`, `σ²` constants (so `S`, `T` fold)",
+        ),
+        imperative(
+            "bias_add_to_add",
+            bias_add_to_add,
+            Roots::Named(vec!["nn.bias_add"]),
+            "`bias_add(x, b, axis) = x + reshape(b, [C, 1, ..., 1])`",
+            "",
+        ),
+        imperative(
+            "scale_into_conv2d",
+            scale_into_conv2d,
+            Roots::Exact(vec![(Binary::new(BinaryKind::Multiply).into(), 2)]),
+            "`conv2d(x, W) * s = conv2d(x, W * reshape(s, [O, 1, 1, 1]))` (either operand order)",
+            "`s` constant, `x` not; `s` right-aligned to rank 4 is `[1, O, 1, 1]` or one element (then `[1, 1, 1, 1]`); any groups, strides, padding, dilation (each output channel is a sum over its own filter)",
+        ),
+        imperative(
+            "scale_into_dense",
+            scale_into_dense,
+            Roots::Exact(vec![(Binary::new(BinaryKind::Multiply).into(), 2)]),
+            "`dense(x, W) * s = dense(x, W * reshape(s, [U, 1]))`",
+            "`s` constant; result rank 2; `s` right-aligned is `[1, U]` or one element",
+        ),
+        // (y + b) * s = y * s + b * s: moves a scale towards a producer it can fold into.
+        Arc::new(PatternRule::new(
+            "scale_past_shift",
+            FAMILY,
+            both_orders(
+                BinaryKind::Multiply,
+                paired(
+                    both_orders(BinaryKind::Add, vec![(y.clone(), b.clone())]),
+                    &s,
+                ),
+            ),
+            Pat::bin(
+                BinaryKind::Add,
+                mul(y.clone(), s.clone()),
+                mul(b.clone(), s.clone()),
+            ),
+            vec![Cond::NotConst("y"), Cond::Const("b"), Cond::Const("s")],
+        )),
+        chain("shift_chain", BinaryKind::Add, constant_operands()),
+        chain("scale_chain", BinaryKind::Multiply, constant_operands()),
     ]
+}
+
+fn imperative(
+    name: &'static str,
+    apply: fn(&EGraph, Id) -> Vec<Term>,
+    roots: Roots,
+    law: &'static str,
+    conditions: &'static str,
+) -> Arc<dyn Rule> {
+    Arc::new(Imperative {
+        rule: FnRule::new(name, FAMILY, apply),
+        roots,
+        law,
+        conditions,
+        why: COMPUTED_SHAPE,
+    })
+}
+
+/// `kind(p, q)` and `kind(q, p)` for each pair: the operand orders of a law over a
+/// commutative op.
+fn both_orders(kind: BinaryKind, pairs: Vec<(Pat, Pat)>) -> Vec<Pat> {
+    pairs
+        .into_iter()
+        .flat_map(|(p, q)| [Pat::bin(kind, p.clone(), q.clone()), Pat::bin(kind, q, p)])
+        .collect()
+}
+
+/// Each of `pats` with `other`.
+fn paired(pats: Vec<Pat>, other: &Pat) -> Vec<(Pat, Pat)> {
+    pats.into_iter().map(|p| (p, other.clone())).collect()
+}
+
+/// `(y ∘ a) ∘ b = y ∘ (a ∘ b)` in every operand order, under `conds`.
+fn chain(name: &'static str, kind: BinaryKind, conds: Vec<Cond>) -> Arc<dyn Rule> {
+    let (y, a, b) = (Pat::var("y"), Pat::var("a"), Pat::var("b"));
+    let inner = both_orders(kind, vec![(y.clone(), a.clone())]);
+    let lhs = both_orders(kind, paired(inner, &b));
+    Arc::new(PatternRule::new(
+        name,
+        FAMILY,
+        lhs,
+        Pat::bin(kind, y, Pat::bin(kind, a, b)),
+        conds,
+    ))
 }
 
 fn bin(kind: BinaryKind, a: impl Into<Term>, b: impl Into<Term>) -> Term {
@@ -196,42 +284,6 @@ fn fold_scale(
             shape.extend_from_slice(trailing);
             let w2 = bin(BinaryKind::Multiply, *w, reshape(s, &shape));
             out.push(Term::call(op.clone(), vec![(*x).into(), w2]));
-        }
-    }
-    out
-}
-
-/// `(y + b) * s = y * s + b * s` for constants `b`, `s` (moves a scale towards the
-/// producer it can fold into).
-fn scale_past_shift(g: &EGraph, c: Id) -> Vec<Term> {
-    let mut out = vec![];
-    for (ys, s) in const_scaled(g, c, "multiply") {
-        for (y, b) in const_scaled(g, ys, "add") {
-            out.push(bin(
-                BinaryKind::Add,
-                bin(BinaryKind::Multiply, y, s),
-                bin(BinaryKind::Multiply, b, s),
-            ));
-        }
-    }
-    out
-}
-
-/// `(y + a) + b = y + (a + b)` for constants `a`, `b`.
-fn shift_chain(g: &EGraph, c: Id) -> Vec<Term> {
-    chain(g, c, BinaryKind::Add)
-}
-
-/// `(y * a) * b = y * (a * b)` for constants `a`, `b`.
-fn scale_chain(g: &EGraph, c: Id) -> Vec<Term> {
-    chain(g, c, BinaryKind::Multiply)
-}
-
-fn chain(g: &EGraph, c: Id, kind: BinaryKind) -> Vec<Term> {
-    let mut out = vec![];
-    for (ya, b) in const_scaled(g, c, kind.name()) {
-        for (y, a) in const_scaled(g, ya, kind.name()) {
-            out.push(bin(kind, y, bin(kind, a, b)));
         }
     }
     out

@@ -11,24 +11,55 @@ use kiln_ir::Op;
 use kiln_ir::op::{Reshape, Transpose};
 
 use crate::eqsat::analysis::EGraph;
-use crate::eqsat::cost::is_view;
-use crate::eqsat::rule::{FnRule, Rule, Term, calls, calls_named, tensor};
+use crate::eqsat::rule::{FnRule, Imperative, Roots, Rule, Term, calls, calls_named, tensor};
 
 const FAMILY: &str = "layout";
 
 pub fn rules() -> Vec<Arc<dyn Rule>> {
-    let r = |name, apply| -> Arc<dyn Rule> {
-        Arc::new(FnRule {
-            name,
-            family: FAMILY,
-            apply,
+    let r = |name, apply, roots, law, conditions, why| -> Arc<dyn Rule> {
+        Arc::new(Imperative {
+            rule: FnRule::new(name, FAMILY, apply),
+            roots,
+            law,
+            conditions,
+            why,
         })
     };
+    let transpose = || Roots::Named(vec!["transpose"]);
+    let views = "it matches any op that states it is a view (`OpSpec::is_view`), not one op";
     vec![
-        r("transpose_transpose", transpose_transpose),
-        r("transpose_identity", transpose_identity),
-        r("view_view", view_view),
-        r("view_same_shape", view_same_shape),
+        r(
+            "transpose_transpose",
+            transpose_transpose,
+            transpose(),
+            "`transpose(transpose(x, p), q) = transpose(x, r)` with `r[i] = p[q[i]]`; `= x` when `r` is the identity",
+            "`p`, `q` permutations of `x`'s axes (no axes: reversed)",
+            "the new permutation is computed from both",
+        ),
+        r(
+            "transpose_identity",
+            transpose_identity,
+            transpose(),
+            "`transpose(x, [0, 1, ..., n-1]) = x`",
+            "",
+            "the condition is on the permutation attribute, whatever the rank",
+        ),
+        r(
+            "view_view",
+            view_view,
+            Roots::Any,
+            "`v2(v1(x)) = reshape(x, shape of the result)` for views `v1`, `v2` (`reshape`, `squeeze`, `expand_dims`, `nn.batch_flatten`, ...)",
+            "no dimension of the result is 0 (`0` in `newshape` means \"copy\")",
+            views,
+        ),
+        r(
+            "view_same_shape",
+            view_same_shape,
+            Roots::Any,
+            "`v(x) = x` for a view `v`",
+            "the result has `x`'s shape",
+            views,
+        ),
     ]
 }
 
@@ -89,6 +120,13 @@ fn transpose_identity(g: &EGraph, c: Id) -> Vec<Term> {
     out
 }
 
+/// Whether `op` on `x` is a view ([`Op::is_view`]: the same elements in the same
+/// row-major order). Callers check that its result is one tensor (a `split` is a view
+/// to a tuple).
+fn shape_view(g: &EGraph, op: &Op, x: Id) -> bool {
+    op.is_view(std::slice::from_ref(&g[x].data.ty))
+}
+
 /// `view2(view1(x)) = reshape(x, shape of the result)` for shape views (row-major
 /// element order is unchanged by each, so by both).
 fn view_view(g: &EGraph, c: Id) -> Vec<Term> {
@@ -101,11 +139,11 @@ fn view_view(g: &EGraph, c: Id) -> Vec<Term> {
     };
     let mut out = vec![];
     for (outer, args) in calls(g, c) {
-        if !is_view(outer) || args.len() != 1 {
+        if args.len() != 1 || tensor(g, args[0]).is_none() || !shape_view(g, outer, args[0]) {
             continue;
         }
         for (inner, inner_args) in calls(g, args[0]) {
-            if is_view(inner) && inner_args.len() == 1 {
+            if inner_args.len() == 1 && shape_view(g, inner, inner_args[0]) {
                 let newshape = shape.iter().map(|&d| d as i64).collect();
                 out.push(Term::call(Reshape { newshape }, vec![inner_args[0].into()]));
             }
@@ -117,7 +155,7 @@ fn view_view(g: &EGraph, c: Id) -> Vec<Term> {
 /// `view(x) = x` when the view's result has `x`'s shape.
 fn view_same_shape(g: &EGraph, c: Id) -> Vec<Term> {
     calls(g, c)
-        .filter(|(op, args)| is_view(op) && args.len() == 1)
+        .filter(|(op, args)| args.len() == 1 && shape_view(g, op, args[0]))
         .filter(|(_, args)| tensor(g, args[0]) == tensor(g, c))
         .map(|(_, args)| Term::Class(args[0]))
         .collect()

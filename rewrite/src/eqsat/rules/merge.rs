@@ -13,7 +13,7 @@ use kiln_ir::Op;
 use kiln_ir::op::{Concatenate, Split, SplitSpec};
 
 use crate::eqsat::analysis::EGraph;
-use crate::eqsat::rule::{FnRule, Rule, Term, calls_named, tensor};
+use crate::eqsat::rule::{FnRule, Imperative, Roots, Rule, Term, calls_named, tensor};
 
 const FAMILY: &str = "merge";
 
@@ -21,16 +21,30 @@ const FAMILY: &str = "merge";
 pub const MAX_MERGED: usize = 8;
 
 pub fn rules() -> Vec<Arc<dyn Rule>> {
-    let r = |name, apply| -> Arc<dyn Rule> {
-        Arc::new(FnRule {
-            name,
-            family: FAMILY,
-            apply,
+    let r = |name, apply, op, law, conditions| -> Arc<dyn Rule> {
+        Arc::new(Imperative {
+            rule: FnRule::new(name, FAMILY, apply),
+            roots: Roots::Named(vec![op]),
+            law,
+            conditions,
+            why: "it matches a variable number of sibling layers through the input's users",
         })
     };
     vec![
-        r("merge_parallel_conv2d", merge_conv2d),
-        r("merge_parallel_dense", merge_dense),
+        r(
+            "merge_parallel_conv2d",
+            merge_conv2d,
+            "nn.conv2d",
+            "for layers `yᵢ = conv2d(x, Wᵢ)` on one `x`: `yₖ = split(conv2d(x, concatenate(W₁, ..., Wₙ, axis=0)), indices=[O₁, O₁+O₂, ...], axis=1).k`",
+            "same attributes except the stated `channels` (the merged layer states none); `groups = 1`; `Wᵢ` not themselves concatenations (so merging ends); 2 ≤ n ≤ 8; every pair containing the layer and the whole group are proposed",
+        ),
+        r(
+            "merge_parallel_dense",
+            merge_dense,
+            "nn.dense",
+            "for `yᵢ = dense(x, Wᵢ)`: `yₖ = split(dense(x, concatenate(Wᵢ, axis=0)), ..., axis=1).k`",
+            "same attributes except `units`; as above",
+        ),
     ]
 }
 

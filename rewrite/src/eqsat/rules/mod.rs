@@ -26,6 +26,28 @@ pub fn all() -> Vec<Arc<dyn Rule>> {
     .concat()
 }
 
+/// The markdown table of the rules of `family` among `rules`: one row per rule with its
+/// law and conditions as the rule states them ([`Rule::law`], [`Rule::conditions`]).
+/// `RULES.md` holds one per family, regenerated and compared by a test.
+pub fn table(rules: &[Arc<dyn Rule>], family: &str) -> String {
+    let mut out = String::from("| rule | law | conditions |\n| --- | --- | --- |\n");
+    for r in rules.iter().filter(|r| r.family() == family) {
+        let form = if r.pattern().is_some() {
+            "pattern"
+        } else {
+            "imperative"
+        };
+        let cell = |s: String| s.replace('|', "\\|");
+        out.push_str(&format!(
+            "| `{}` ({form}) | {} | {} |\n",
+            r.name(),
+            cell(r.law()),
+            cell(r.conditions())
+        ));
+    }
+    out
+}
+
 /// The built-in rule called `name`.
 pub fn by_name(name: &str) -> Option<Arc<dyn Rule>> {
     all().into_iter().find(|r| r.name() == name)
