@@ -45,6 +45,7 @@ mod ops;
 pub mod proto;
 mod recurrent;
 mod resize;
+mod signal;
 pub mod tensor;
 mod topk;
 

@@ -128,6 +128,7 @@ pub(crate) fn is_supported(op: &str) -> bool {
         || crate::control_flow::SUPPORTED.contains(&op)
         || crate::topk::SUPPORTED.contains(&op)
         || crate::recurrent::SUPPORTED.contains(&op)
+        || crate::signal::SUPPORTED.contains(&op)
 }
 
 /// Normalises axis `a` into `0..rank`.
