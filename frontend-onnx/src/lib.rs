@@ -43,6 +43,7 @@ pub mod error;
 mod extra_ops;
 mod ops;
 pub mod proto;
+mod rearrange;
 mod recurrent;
 mod resize;
 mod signal;

@@ -129,6 +129,7 @@ pub(crate) fn is_supported(op: &str) -> bool {
         || crate::topk::SUPPORTED.contains(&op)
         || crate::recurrent::SUPPORTED.contains(&op)
         || crate::signal::SUPPORTED.contains(&op)
+        || crate::rearrange::SUPPORTED.contains(&op)
 }
 
 /// Normalises axis `a` into `0..rank`.
