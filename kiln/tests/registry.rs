@@ -71,6 +71,13 @@ fn builtin_targets_and_refusals() {
     let e = r.resolve("cpu -lanes=2").unwrap_err().to_string();
     assert!(e.contains("unknown option `-lanes`"), "{e}");
 
+    // Only `ref` builds without a backend.
+    let cpu: Target = "cpu".parse().unwrap();
+    let e = kiln::build_on(&relu_module(), &cpu, None, &Params::new(), 0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("needs its backend"), "{e}");
+
     let mut r = Registry::builtin();
     let e = r.register(Arc::new(InterpBackend)).unwrap_err().to_string();
     assert!(e.contains("already served by backend `interp`"), "{e}");
