@@ -16,12 +16,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use kiln_executor::{
-    Backend, BuildLog, CompiledModule, Params, Target, assemble, assemble_reference,
+    Backend, BuildLog, CompiledModule, Params, Target, TargetKind, assemble, assemble_reference,
 };
 use kiln_ir::{ExprId, ExprKind, Module, NDArray};
 use kiln_rewrite::{PassContext, PassReport};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::registry::Registry;
 
 /// Builds `module` for `target` (a target string such as `cpu` or `cpu -threads=2`)
@@ -71,6 +71,12 @@ pub fn build_on(
     params: &Params,
     opts: impl Into<PassContext>,
 ) -> Result<Built> {
+    if backend.is_none() && *target.kind() != TargetKind::Ref {
+        return Err(Error::UnknownTarget(format!(
+            "target `{target}` compiles kernels and needs its backend; only `ref` builds \
+             without one"
+        )));
+    }
     let mut log = BuildLog::default();
     let opt = optimize_steps(module, params, &opts.into(), &mut log)?;
     let module = match backend {

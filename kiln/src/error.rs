@@ -1,6 +1,6 @@
 //! The one error type of the `kiln` crate: an error of the layer it came from (the graph
-//! IR, the ONNX frontend, the graph optimizer, the runtime), or a target no registered
-//! backend serves.
+//! IR, the ONNX frontend, the graph optimizer, the runtime), a target no registered
+//! backend serves, a backend that cannot be registered, or a model that cannot be loaded.
 
 /// Everything that can go wrong in loading, building and running a model.
 #[derive(Debug, thiserror::Error)]
@@ -9,6 +9,9 @@ pub enum Error {
     /// targets that are served.
     #[error("{0}")]
     UnknownTarget(String),
+    /// A backend that cannot be registered: its target kind is `ref` or already served.
+    #[error("{0}")]
+    InvalidRegistration(String),
     /// A model that cannot be loaded: an unknown zoo name, a file that is neither text
     /// IR nor ONNX; the message names the model.
     #[error("{0}")]

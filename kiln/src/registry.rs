@@ -55,13 +55,13 @@ impl Registry {
     pub fn register(&mut self, backend: Arc<dyn Backend>) -> Result<()> {
         let kind = backend.target_kind();
         if kind == TargetKind::Ref {
-            return Err(Error::UnknownTarget(format!(
+            return Err(Error::InvalidRegistration(format!(
                 "backend `{}` claims target `ref`, the reference interpreter's",
                 backend.name()
             )));
         }
         if let Some(other) = self.backend(&kind) {
-            return Err(Error::UnknownTarget(format!(
+            return Err(Error::InvalidRegistration(format!(
                 "backend `{}` claims target `{kind}`, already served by backend `{}`",
                 backend.name(),
                 other.name()
