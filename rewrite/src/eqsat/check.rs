@@ -139,11 +139,14 @@ fn term_text(
         .and_then(|body| Ok(t.set_main(params, body)?))
         .map(|()| print_module(&t, &Default::default()));
     match text {
-        // The header lines and the closing brace go; the bindings and the term stay.
+        // The bindings and the term: the lines between `def @main(..) {` and `}` (the
+        // header and the metadata section go).
         Ok(text) => text
             .lines()
             .map(str::trim)
-            .filter(|l| !(l.starts_with("#[") || l.starts_with("def ") || *l == "}"))
+            .skip_while(|l| !l.starts_with("def "))
+            .skip(1)
+            .take_while(|l| *l != "}")
             .collect::<Vec<_>>()
             .join(" "),
         Err(e) => format!("<unprintable: {e}>"),
