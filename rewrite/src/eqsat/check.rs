@@ -32,21 +32,17 @@ pub struct RuleCheck {
 /// Why a rule failed its check.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
-    #[error(
-        "rule `{rule}` is unsound on case {case}: the term `{term}` gives {detail}\n  \
-         inputs: {inputs}\n  program:\n{program}"
-    )]
+    #[error("rule `{rule}` is unsound on case {case}: the term `{term}` gives {detail}\n{witness}")]
     Unsound {
         rule: String,
         case: usize,
         /// The term whose choice changes the output: the chosen node over its
         /// arguments, in the text form (`multiply(%x0, %x1)`).
         term: String,
-        /// The inputs, `name: type = values` (the first values).
-        inputs: String,
-        /// The whole program with that term chosen.
-        program: String,
         detail: String,
+        /// The inputs (`name: type = first values`) and the whole program with that
+        /// term chosen.
+        witness: String,
     },
     #[error("rule `{rule}` never fired on the {cases} case(s) given")]
     NeverFired { rule: String, cases: usize },
@@ -109,9 +105,12 @@ pub fn check_rule(
                         rule: rule.name().to_string(),
                         case,
                         term: term_text(&g, class.id, &choice, &m, &params),
-                        inputs: inputs_text(&inputs),
-                        program: print_module(&out, &Default::default()),
                         detail,
+                        witness: format!(
+                            "  inputs: {}\n  program:\n{}",
+                            inputs_text(&inputs),
+                            print_module(&out, &Default::default())
+                        ),
                     });
                 }
             }
@@ -140,11 +139,14 @@ fn term_text(
         .and_then(|body| Ok(t.set_main(params, body)?))
         .map(|()| print_module(&t, &Default::default()));
     match text {
-        // The header lines and the closing brace go; the bindings and the term stay.
+        // The bindings and the term: the lines between `def @main(..) {` and `}` (the
+        // header and the metadata section go).
         Ok(text) => text
             .lines()
             .map(str::trim)
-            .filter(|l| !(l.starts_with("#[") || l.starts_with("def ") || *l == "}"))
+            .skip_while(|l| !l.starts_with("def "))
+            .skip(1)
+            .take_while(|l| *l != "}")
             .collect::<Vec<_>>()
             .join(" "),
         Err(e) => format!("<unprintable: {e}>"),

@@ -26,7 +26,7 @@ use kiln_ir::{ExprId, ExprKind, Module};
 
 pub use check::{CheckError, RuleCheck, check_rule};
 pub use cost::{CostModel, FlopsBytes, function_cost};
-pub use rule::{FnRule, Rule, Term};
+pub use rule::{FnRule, Imperative, Roots, Rule, Term};
 
 use crate::error::{Error, Result};
 use crate::pass::{Pass, PassContext, PassInfo, PassOutcome, RuleInfo};

@@ -37,7 +37,10 @@
 //! relu(y) * S` for `S > 0` (both checked on the scale's values, which must be a literal
 //! constant by then: `FoldConstant` runs first). A relu may feed several layers (the
 //! first unit of a ResNet stage feeds its 1x1 shortcut too): every user must be a
-//! conv2d or dense reading it as data, each folds, and they share the new relu.
+//! conv2d or dense reading it as data, and those that fold share the new relu (one that
+//! cannot take the scale, a grouped convolution with a per-channel scale, keeps the old
+//! relu: values stay right, the relu is computed twice). As in Relay, `T / S` is not
+//! guarded against a tiny `S` (float32 `x + T / S` then loses `x`'s low bits).
 //! Backward also goes into both branches of an `add` of two non-constant terms, when
 //! both fold (`(conv(x, W1) + conv(y, W2)) * S`). `FoldConstant` then folds the new
 //! weight expressions.
