@@ -57,6 +57,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Option<Result<Vec<ExprId>
         "RNN" | "GRU" | "LSTM" => crate::recurrent::convert(imp, n),
         "DFT" | "HannWindow" | "HammingWindow" | "BlackmanWindow" => crate::signal::convert(imp, n),
         "CenterCropPad" | "ReverseSequence" | "SwiGLU" => crate::rearrange::convert(imp, n),
+        "GridSample" => crate::grid_sample::convert(imp, n),
         "NegativeLogLikelihoodLoss" => (|| {
             let x = imp.input(n, 0)?;
             let t = imp.input(n, 1)?;

@@ -41,6 +41,7 @@ mod convert;
 mod einsum;
 pub mod error;
 mod extra_ops;
+mod grid_sample;
 mod ops;
 pub mod proto;
 mod rearrange;

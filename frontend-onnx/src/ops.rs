@@ -130,6 +130,7 @@ pub(crate) fn is_supported(op: &str) -> bool {
         || crate::recurrent::SUPPORTED.contains(&op)
         || crate::signal::SUPPORTED.contains(&op)
         || crate::rearrange::SUPPORTED.contains(&op)
+        || crate::grid_sample::SUPPORTED.contains(&op)
 }
 
 /// Normalises axis `a` into `0..rank`.
