@@ -16,7 +16,8 @@
 //!   whose indices are constant once the small loops around their accesses are unrolled
 //!   (a register-tiled accumulator) are promoted to Cranelift variables and those loops
 //!   unrolled (module `promote`); other local allocations are zero-filled stack slots,
-//!   or heap scratch (through the host) above [`STACK_LIMIT`] bytes;
+//!   or heap scratch (through the host) above [`STACK_LIMIT`] bytes or once the
+//!   function's stack slots reach [`STACK_BUDGET`];
 //! - `select` is lazy exactly as in the interpreter: a side that may call out or divide
 //!   by a non-constant runs behind a branch; a side whose only hazard is loads (a padded
 //!   conv2d input) runs branch-free with each load's address replaced by the buffer's
@@ -52,6 +53,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 use kiln_executor::Error;
 use kiln_ir::DType;
+use kiln_te::tir::semantics;
 use kiln_te::tir::{self, BinOp, BufferId, Expr, ForKind, Intrinsic, PrimFunc, Scope, Stmt, VarId};
 
 use crate::promote;
@@ -69,6 +71,10 @@ pub const AUTO_UNROLL_EXTENT: i64 = 8;
 pub const AUTO_UNROLL_STORES: i64 = 64;
 /// Local buffers up to this many bytes live on the stack; larger ones on the heap.
 pub const STACK_LIMIT: usize = 64 << 10;
+/// The stack slots of one generated function add up to at most this many bytes; local
+/// buffers beyond it go to the heap, so no kernel (however many buffers it allocates)
+/// can overflow the stack of the thread that runs it.
+pub const STACK_BUDGET: usize = 512 << 10;
 /// Local buffers up to this many bytes are zero-filled with inline stores.
 const INLINE_ZERO_LIMIT: usize = 256;
 
@@ -275,6 +281,7 @@ impl Env<'_> {
             promoted: vec![None; f.buffers.len()],
             unroll: BTreeSet::new(),
             guard: None,
+            stack_bytes: 0,
         };
         for (k, &p) in f.params.iter().enumerate() {
             let v =
@@ -341,6 +348,8 @@ struct Cx<'a, 'm> {
     /// which that side's value is used; loads outside it read the buffer's first
     /// element instead, so they never fault.
     guard: Option<Value>,
+    /// Bytes of stack slots created so far (at most [`STACK_BUDGET`]).
+    stack_bytes: usize,
 }
 
 /// The variables of a promoted buffer.
@@ -624,7 +633,7 @@ impl Cx<'_, '_> {
             Stmt::Allocate { buffer, body } => self.allocate(*buffer, body),
             Stmt::If { cond, then, else_ } => {
                 // A condition unrolling made constant: emit only the branch taken.
-                if let Some(c) = promote::const_cond(cond, &self.consts) {
+                if let Some(c) = semantics::const_bool(cond, self.env.func, &self.consts) {
                     let taken = if c { Some(&**then) } else { else_.as_deref() };
                     return taken.map_or(Ok(()), |s| self.stmt(s));
                 }
@@ -648,7 +657,7 @@ impl Cx<'_, '_> {
                 let (v, d) = self.expr(value)?;
                 self.vars[var.index()] = Some((v, d));
                 self.consts[var.index()] = if d.is_int() {
-                    promote::const_eval(value, &self.consts)
+                    semantics::const_int(value, self.env.func, &self.consts).map(|(v, _)| v)
                 } else {
                     None
                 };
@@ -1134,6 +1143,14 @@ impl Cx<'_, '_> {
             .filter(|&b| self.bufs[b.index()].is_some() && !self.env.func.params.contains(&b))
             .collect();
         let slots = (vars.len() + bufs.len()).max(1);
+        self.stack_bytes += slots * 8;
+        if self.stack_bytes > STACK_BUDGET {
+            return Err(self.unsupported(format_args!(
+                "parallel loops capturing {} values in all (more than the stack budget of \
+                 {STACK_BUDGET} bytes)",
+                self.stack_bytes / 8
+            )));
+        }
         let ss = self.b.create_sized_stack_slot(StackSlotData::new(
             StackSlotKind::ExplicitSlot,
             (slots * 8) as u32,
@@ -1225,7 +1242,8 @@ impl Cx<'_, '_> {
             }
             return Ok(());
         }
-        if slot_bytes <= STACK_LIMIT {
+        if slot_bytes <= STACK_LIMIT && self.stack_bytes + slot_bytes <= STACK_BUDGET {
+            self.stack_bytes += slot_bytes;
             let ss = self.b.create_sized_stack_slot(StackSlotData::new(
                 StackSlotKind::ExplicitSlot,
                 slot_bytes as u32,
@@ -1342,7 +1360,7 @@ impl Cx<'_, '_> {
     /// and constant multiples, each with its factor, and the sum `c` of its constant
     /// ones.
     fn split_affine<'e>(&self, e: &'e Expr, k: i64, terms: &mut Vec<(&'e Expr, i64)>, c: &mut i64) {
-        if let Some(x) = promote::const_eval(e, &self.consts) {
+        if let Some(x) = semantics::const_int(e, self.env.func, &self.consts).map(|(v, _)| v) {
             *c = c.wrapping_add(k.wrapping_mul(x));
             return;
         }
@@ -1372,7 +1390,8 @@ impl Cx<'_, '_> {
         let b = self.buffer(buffer)?;
         let mut at = vec![];
         for (ix, &ext) in indices.iter().zip(&b.shape) {
-            let i = promote::const_eval(ix, &self.consts)
+            let i = semantics::const_int(ix, self.env.func, &self.consts)
+                .map(|(v, _)| v)
                 .filter(|&i| i >= 0 && i < ext as i64)
                 .ok_or_else(|| {
                     Error::Internal(format!(
@@ -1434,7 +1453,9 @@ impl Cx<'_, '_> {
         }
         let mut at = vec![];
         for (ix, &ext) in indices.iter().zip(&b.shape) {
-            let i = promote::const_eval(ix, &self.consts).filter(|&i| i >= 0 && i < ext as i64);
+            let i = semantics::const_int(ix, self.env.func, &self.consts)
+                .map(|(v, _)| v)
+                .filter(|&i| i >= 0 && i < ext as i64);
             let Some(i) = i else {
                 return Some(None);
             };
@@ -1703,12 +1724,7 @@ impl Cx<'_, '_> {
         } else {
             (a, b, cl_ty(d))
         };
-        let c = rhs_const.map(|c| match d {
-            DType::I8 => c as i8 as i64,
-            DType::U8 => c as u8 as i64,
-            DType::I32 => c as i32 as i64,
-            _ => c,
-        });
+        let c = rhs_const.map(|c| semantics::wrap_int(c, d));
         let r = match c {
             Some(c) if c > 0 && c.count_ones() == 1 && s && op != BinOp::Div => {
                 let k = c.trailing_zeros() as i64;

@@ -561,3 +561,60 @@ fn register_tiled_conv2d_hot_loops_are_vectorized_and_bit_identical() {
         );
     }
 }
+
+/// Constants folded at compile time (an unrolled loop's variable) follow the IR's
+/// wrapping semantics: `%u * 2^30` wraps in int32 exactly as at run time, so the
+/// verifier's proof (which models the wrap) holds for the compiled code too.
+#[test]
+fn folded_constants_wrap_like_the_interpreter() {
+    let text =
+        "primfn @wrap(%a: Buffer[(4), float32, global], out %b: Buffer[(4), float32, global]) {
+  unrolled for (%u, 0, 4) {
+    %b[%u] = %a[floordiv(%u * 1073741824, 1073741824) + 2]
+    if (%u * 1073741824 < 10) { %b[%u] = %b[%u] + 10.0 }
+  }
+}";
+    let f = tir::parse(text).unwrap();
+    tir::verify(&f).unwrap();
+    let a = NDArray::from_vec(vec![4], vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    same_as_interp(&f, &[a.clone()]);
+    // u = 2, 3 wrap to -2^31 and -2^30: indices 0 and 1, and the guard holds for them.
+    let want = NDArray::from_vec(vec![4], vec![13.0f32, 4.0, 11.0, 12.0]).unwrap();
+    assert_eq!(run_cpu(&f, &[a]).unwrap()[0], want);
+}
+
+/// Three hundred nested 64 KiB local buffers (19 MiB) do not overflow the stack: the
+/// ones beyond the frame budget live on the heap.
+#[test]
+fn many_local_buffers_stay_within_the_stack_budget() {
+    let mut b = PrimFuncBuilder::new("deep");
+    let out = b.output("out", [1], DType::F32);
+    let bufs: Vec<_> = (0..300)
+        .map(|k| b.alloc(&format!("t{k}"), [16384], DType::F32, Scope::Local))
+        .collect();
+    let mut body = Stmt::seq([
+        Stmt::store(bufs[299], [Expr::int(7)], 2.5f32),
+        Stmt::store(
+            out,
+            [Expr::int(0)],
+            Expr::load(bufs[299], [Expr::int(7)]) + Expr::load(bufs[0], [Expr::int(16383)]),
+        ),
+    ]);
+    for &t in bufs.iter().rev() {
+        body = Stmt::allocate(
+            t,
+            Stmt::seq([Stmt::store(t, [Expr::int(16383)], 1.0f32), body]),
+        );
+    }
+    let f = b.finish(body);
+    tir::verify(&f).unwrap();
+    // On a thread with a 16 MiB stack: enough for compiling 300 nested statements in
+    // the dev profile, not for 19 MiB of stack slots.
+    let got = std::thread::Builder::new()
+        .stack_size(16 << 20)
+        .spawn(move || run_cpu(&f, &[]).unwrap())
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(got[0], NDArray::from_vec(vec![1], vec![3.5f32]).unwrap());
+}
