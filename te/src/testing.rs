@@ -4,7 +4,8 @@
 //! refusal leaves the stage unchanged, and sample computes — elementwise with
 //! broadcasting ([`bias_relu`]), a reduction ([`matmul`]) and a padded convolution
 //! ([`conv2d`]). Plain data and functions (no proptest dependency): the strategies live
-//! with the tests.
+//! with the tests. Compiled only with the `testing` feature (te's tests and
+//! `kiln-testsuite` enable it).
 
 use kiln_ir::DType;
 

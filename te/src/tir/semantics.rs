@@ -1,6 +1,9 @@
 //! The loop IR's scalar semantics, written once: what an integer operation of a given
-//! dtype computes (wrapping to the dtype's width, floor division and modulo), the value
-//! range of each dtype, and the [`Interval`] arithmetic the bounds verifier proves with.
+//! dtype computes (wrapping to the dtype's width, floor division and modulo, constant
+//! folding), float rounding (`float32`, and `float16` through the `half` crate, as the
+//! graph IR's tensors do), saturating float→int conversion, the value range of each
+//! dtype, and the [`Interval`] arithmetic the bounds verifier proves with. IEEE 754-2019
+//! `maximum`/`minimum` are [`fmaximum`]/[`fminimum`] (defined with [`BinOp`]).
 //!
 //! The interpreters, the verifier and the backends take these definitions from here, so
 //! "what `floormod` of an `int32` means" has one answer.
@@ -16,6 +19,7 @@ use std::fmt;
 use kiln_ir::DType;
 
 use super::expr::{BinOp, Expr};
+pub use super::expr::{fmaximum, fminimum};
 use super::func::PrimFunc;
 
 /// The smallest and largest value of integer (or bool) dtype `d`; `i64`'s range for
@@ -39,6 +43,37 @@ pub fn wrap_int(v: i64, d: DType) -> i64 {
         DType::I32 => v as i32 as i64,
         DType::Bool => (v != 0) as i64,
         _ => v,
+    }
+}
+
+/// Float value `v` rounded to float dtype `d`: `float16` to nearest (ties to even),
+/// anything else to `float32`.
+pub fn round_float(v: f64, d: DType) -> f64 {
+    match d {
+        DType::F16 => half::f16::from_f64(v).to_f64(),
+        _ => v as f32 as f64,
+    }
+}
+
+/// The float16 bits nearest to `x` (ties to even; NaN stays NaN).
+pub fn f16_bits(x: f32) -> u16 {
+    half::f16::from_f32(x).to_bits()
+}
+
+/// The value of float16 bits `h`.
+pub fn f16_value(h: u16) -> f32 {
+    half::f16::from_bits(h).to_f32()
+}
+
+/// Float `v` converted to integer dtype `d`: truncated toward zero and saturated to
+/// `d`'s range, NaN to 0.
+pub fn float_to_int(v: f64, d: DType) -> i64 {
+    match d {
+        DType::I8 => v as i8 as i64,
+        DType::U8 => v as u8 as i64,
+        DType::I32 => v as i32 as i64,
+        DType::Bool => (v != 0.0) as i64,
+        _ => v as i64,
     }
 }
 
@@ -416,6 +451,35 @@ mod tests {
                 });
             }
         }
+    }
+
+    #[test]
+    fn float_conversions() {
+        assert_eq!(float_to_int(1e10, DType::I32), i32::MAX as i64);
+        assert_eq!(float_to_int(-300.7, DType::U8), 0);
+        assert_eq!(float_to_int(f64::NAN, DType::I64), 0);
+        assert_eq!(float_to_int(-2.9, DType::I8), -2);
+        for h in 0..=u16::MAX {
+            let x = f16_value(h);
+            if !x.is_nan() {
+                assert_eq!(f16_bits(x), h, "{h:#x}");
+            }
+        }
+        assert_eq!(f16_value(f16_bits(1.0 + 1.0 / 4096.0)), 1.0, "ties to even");
+        assert_eq!(f16_value(f16_bits(65520.0)), f32::INFINITY);
+        assert_eq!(f16_value(f16_bits(3.0e-8)), f16_value(1));
+        assert_eq!(round_float(0.1, DType::F32), 0.1f32 as f64);
+        assert_eq!(round_float(1.0 + 1.0 / 4096.0, DType::F16), 1.0);
+        assert_eq!(
+            int_binary(BinOp::Div, i64::MIN, -1, DType::I64),
+            Some(i64::MIN)
+        );
+        assert_eq!(int_binary(BinOp::FloorDiv, -7, 2, DType::I32), Some(-4));
+        assert_eq!(
+            int_binary(BinOp::Mul, 1 << 30, 2, DType::I32),
+            Some(i32::MIN as i64)
+        );
+        assert_eq!(int_binary(BinOp::FloorMod, 3, 0, DType::I32), None);
     }
 
     #[test]
