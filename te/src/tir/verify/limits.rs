@@ -182,4 +182,19 @@ mod tests {
             "{e:?}"
         );
     }
+
+    #[test]
+    fn a_loop_counter_must_reach_its_end_without_wrapping() {
+        let end = "primfn @k(out %b: Buffer[(1), float32, global]) {
+  for (%i, 2147483640, 7) { %b[0] = 1.0 }
+}";
+        assert!(crate::tir::verify::check(&parse(end).unwrap()).is_empty());
+        let past = end.replace("2147483640, 7", "2147483640, 8");
+        let e = crate::tir::verify::check(&parse(&past).unwrap());
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].message.contains("range does not fit in int32"),
+            "{e:?}"
+        );
+    }
 }

@@ -6,7 +6,8 @@
 //!   is a parameter or allocated (local or shared scope) in an enclosing `allocate`;
 //!   every variable is used only inside the `for`/`let` that binds it and is not bound
 //!   again inside its own scope; loop variables are `int32`/`int64` scalars; extents
-//!   are not negative; vectorized loops have an extent of at least 1.
+//!   are not negative and a loop's exclusive end fits its variable's type (the counter
+//!   reaches it); vectorized loops have an extent of at least 1.
 //! - **Types**: immediates fit their dtype; both operands of a binary op have the same
 //!   [`ValueType`]; `floordiv`/`floormod` take integers, `&&`/`||`/`!` and conditions
 //!   take bools; a `select` condition has one lane or the branches' lanes; intrinsic
