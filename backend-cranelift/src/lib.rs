@@ -34,6 +34,7 @@ mod pool;
 mod promote;
 mod runtime;
 mod simd;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 /// What code generation did with `vectorized` loops so far in this process: loops run as

@@ -4,12 +4,13 @@
 //! that become constants once the small loops inside its allocation are unrolled —
 //! the accumulator tile of a register-tiled conv2d or dense — lives in Cranelift
 //! variables (SSA values in registers) instead of stack memory: [`plan`] finds the
-//! loops to unroll, and code generation evaluates each index with [`const_eval`].
+//! loops to unroll, and code generation evaluates each index with
+//! [`const_int`](kiln_te::tir::semantics::const_int).
 
 use std::collections::BTreeSet;
 
 use kiln_ir::DType;
-use kiln_te::tir::{BinOp, BufferId, Expr, ForKind, PrimFunc, Scope, Stmt, VarId};
+use kiln_te::tir::{BufferId, Expr, ForKind, PrimFunc, Scope, Stmt, VarId};
 
 /// Local buffers with at most this many elements are promoted to variables.
 pub const MAX_ELEMS: usize = 64;
@@ -17,86 +18,6 @@ pub const MAX_ELEMS: usize = 64;
 pub const MAX_UNROLL: i64 = 16;
 /// The most copies of one access that unrolling may create.
 const MAX_COPIES: i64 = 64;
-
-/// The value of integer expression `e`, if it only involves immediates and variables
-/// with a known constant value (`consts`).
-pub fn const_eval(e: &Expr, consts: &[Option<i64>]) -> Option<i64> {
-    Some(match e {
-        Expr::Int { value, .. } => *value,
-        Expr::Var(v) => consts.get(v.index()).copied().flatten()?,
-        Expr::Cast { to, value } if to.is_int() => {
-            let v = const_eval(value, consts)?;
-            match to {
-                DType::I8 => v as i8 as i64,
-                DType::U8 => v as u8 as i64,
-                DType::I32 => v as i32 as i64,
-                _ => v,
-            }
-        }
-        Expr::Binary { op, lhs, rhs } => {
-            let a = const_eval(lhs, consts)?;
-            let b = const_eval(rhs, consts)?;
-            match op {
-                BinOp::Add => a.checked_add(b)?,
-                BinOp::Sub => a.checked_sub(b)?,
-                BinOp::Mul => a.checked_mul(b)?,
-                BinOp::Min => a.min(b),
-                BinOp::Max => a.max(b),
-                BinOp::Div if b != 0 => a.checked_div(b)?,
-                BinOp::FloorDiv if b != 0 => floor_div(a, b)?,
-                BinOp::FloorMod if b != 0 => a.wrapping_sub(b.wrapping_mul(floor_div(a, b)?)),
-                _ => return None,
-            }
-        }
-        _ => return None,
-    })
-}
-
-/// The value of condition `e`, if it compares integers [`const_eval`] knows (so the
-/// code generator can drop a branch that unrolling made unreachable, whose accesses of a
-/// promoted buffer may be out of bounds).
-pub fn const_cond(e: &Expr, consts: &[Option<i64>]) -> Option<bool> {
-    Some(match e {
-        Expr::Bool(b) => *b,
-        Expr::Not(x) => !const_cond(x, consts)?,
-        Expr::Binary { op, lhs, rhs } => match op {
-            // One known side may decide: `false && _`, `true || _`.
-            BinOp::And | BinOp::Or => {
-                let (a, b) = (const_cond(lhs, consts), const_cond(rhs, consts));
-                let decides = *op == BinOp::Or;
-                if a == Some(decides) || b == Some(decides) {
-                    decides
-                } else {
-                    a?;
-                    b?;
-                    !decides
-                }
-            }
-            _ => {
-                let (a, b) = (const_eval(lhs, consts)?, const_eval(rhs, consts)?);
-                match op {
-                    BinOp::Eq => a == b,
-                    BinOp::Ne => a != b,
-                    BinOp::Lt => a < b,
-                    BinOp::Le => a <= b,
-                    BinOp::Gt => a > b,
-                    BinOp::Ge => a >= b,
-                    _ => return None,
-                }
-            }
-        },
-        _ => return None,
-    })
-}
-
-fn floor_div(a: i64, b: i64) -> Option<i64> {
-    let q = a.checked_div(b)?;
-    Some(if (a % b != 0) && ((a < 0) != (b < 0)) {
-        q - 1
-    } else {
-        q
-    })
-}
 
 /// Whether local buffer `buf` of `f`, allocated around `body`, can live in variables;
 /// if so, the loops (by variable) that must be unrolled for its indices to be constant.

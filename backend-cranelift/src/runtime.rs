@@ -11,6 +11,7 @@ use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use cranelift_jit::JITBuilder;
+use kiln_te::tir::semantics;
 
 use crate::pool::Pool;
 
@@ -243,13 +244,13 @@ extern "C" fn kiln_powf(x: f32, y: f32) -> f32 {
     x.powf(y)
 }
 extern "C" fn kiln_f16_round(x: f32) -> f32 {
-    f16_to_f32(f32_to_f16(x))
+    semantics::f16_value(semantics::f16_bits(x))
 }
 extern "C" fn kiln_f16_load(bits: u32) -> f32 {
-    f16_to_f32(bits as u16)
+    semantics::f16_value(bits as u16)
 }
 extern "C" fn kiln_f16_store(x: f32) -> u32 {
-    f32_to_f16(x) as u32
+    semantics::f16_bits(x) as u32
 }
 
 // Libcalls Cranelift legalizes into when the ISA lacks an instruction.
@@ -310,85 +311,5 @@ unsafe extern "C" fn lc_memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
         std::cmp::Ordering::Less => -1,
         std::cmp::Ordering::Equal => 0,
         std::cmp::Ordering::Greater => 1,
-    }
-}
-
-/// The float16 bits nearest to `x` (round to nearest, ties to even).
-pub(crate) fn f32_to_f16(x: f32) -> u16 {
-    let b = x.to_bits();
-    let sign = ((b >> 16) & 0x8000) as u16;
-    let exp = ((b >> 23) & 0xff) as i32;
-    let man = b & 0x7f_ffff;
-    if exp == 255 {
-        let nan = if man != 0 {
-            0x200 | (man >> 13) as u16
-        } else {
-            0
-        };
-        return sign | 0x7c00 | nan;
-    }
-    let e = exp - 112;
-    if e >= 31 {
-        return sign | 0x7c00;
-    }
-    if e <= 0 {
-        if e < -10 {
-            return sign;
-        }
-        let m = man | 0x80_0000;
-        let shift = (14 - e) as u32;
-        let h = m >> shift;
-        let rem = m & ((1 << shift) - 1);
-        let half = 1 << (shift - 1);
-        let h = if rem > half || (rem == half && h & 1 == 1) {
-            h + 1
-        } else {
-            h
-        };
-        return sign | h as u16;
-    }
-    let h = ((e as u32) << 10) | (man >> 13);
-    let rem = man & 0x1fff;
-    let h = if rem > 0x1000 || (rem == 0x1000 && h & 1 == 1) {
-        h + 1
-    } else {
-        h
-    };
-    sign | h as u16
-}
-
-/// The value of float16 bits `h`.
-pub(crate) fn f16_to_f32(h: u16) -> f32 {
-    let sign = ((h >> 15) as u32) << 31;
-    let exp = ((h >> 10) & 0x1f) as u32;
-    let man = (h & 0x3ff) as u32;
-    if exp == 0 {
-        let v = man as f32 * (1.0 / 16_777_216.0);
-        return if sign != 0 { -v } else { v };
-    }
-    let bits = if exp == 31 {
-        sign | 0x7f80_0000 | (man << 13)
-    } else {
-        sign | ((exp + 112) << 23) | (man << 13)
-    };
-    f32::from_bits(bits)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn f16_round_trips_and_rounds_to_even() {
-        for h in 0..=u16::MAX {
-            let x = f16_to_f32(h);
-            if !x.is_nan() {
-                assert_eq!(f32_to_f16(x), h, "{h:#x}");
-            }
-        }
-        assert_eq!(f16_to_f32(f32_to_f16(1.0 + 1.0 / 4096.0)), 1.0);
-        assert_eq!(f16_to_f32(f32_to_f16(65520.0)), f32::INFINITY);
-        assert_eq!(f16_to_f32(f32_to_f16(1e-8)), 0.0);
-        assert_eq!(f16_to_f32(f32_to_f16(3.0e-8)), f16_to_f32(1));
     }
 }

@@ -1,8 +1,10 @@
-//! Test hooks of the Cranelift backend. [`plant_bug`] switches on a deliberate
+//! Test hooks of the Cranelift backend, compiled only with the `testing` feature (test
+//! builds enable it through their dev-dependencies; a production build has no hook and
+//! its generated loops read no switch). [`plant_bug`] switches on a deliberate
 //! miscompilation so that the conformance suite (`kiln-testsuite`, `tests/planted_bug.rs`)
-//! can show it finds and shrinks real backend bugs. Never used outside tests: the switch
-//! is off unless a test turns it on, and it is process-wide, so a test that plants a bug
-//! must be the only test in its binary.
+//! can show it finds and shrinks real backend bugs. The switch is off unless a test
+//! turns it on, and it is process-wide, so a test that plants a bug must be the only
+//! test in its binary.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 

@@ -3,15 +3,25 @@
 //! and compiles the kernels again from their loop-IR text; nothing taken from the file is
 //! ever executed while loading.
 //!
+//! **Threat model: a module file is untrusted input.** Anyone may have written or
+//! edited it, and the checksum (SHA-256, which nobody can make collide with an edit by
+//! accident) only catches damage: whoever edits a file can recompute it. Safety rests
+//! on validation instead: every part is parsed and checked, every kernel passes the
+//! loop-IR verifier — whose bounds proof is sound under the wrapping integer semantics
+//! of compiled code, so no kernel it accepts reads or writes outside its buffers — and
+//! the verifier's static [`Limits`] (total loop iterations, local memory), so a file
+//! cannot ask for an endless loop or a stack overflow. Loading never runs code from the
+//! file; kernels are compiled again from their text by the backend.
+//!
 //! The layout (integers little-endian):
 //! ```text
 //! magic      8 bytes  "KILNMOD\0"
-//! version    u32      1
+//! version    u32      2
 //! target     u64 length + UTF-8     e.g. "interp"
 //! graph      u64 length + UTF-8     graph JSON, TVM's layout
 //! params     u64 length + bytes     TVM's params format
 //! kernels    u64 count, then per kernel: u64 length + UTF-8 loop-IR text
-//! checksum   u64                    FNV-1a 64 of every byte before it
+//! checksum   32 bytes               SHA-256 of every byte before it
 //! ```
 //! The loader checks, in order: magic, version, every length against the bytes left, the
 //! checksum, the target (and that the backend serves it), the graph (validated, memory
@@ -19,12 +29,15 @@
 //! its shape and dtype), every kernel (parsed, verified, names unique), and that every
 //! kernel call of the graph names a kernel whose buffers have the graph's shapes and
 //! dtypes. Each failure is an [`Error::InvalidModuleFile`] saying what and where.
+//! [`load_bytes_limited`] takes the verifier limits; the other loaders use
+//! [`Limits::default`].
 
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use kiln_te::tir::{self, PrimFunc};
+use kiln_te::tir::{self, Limits, PrimFunc};
+use sha2::{Digest, Sha256};
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -37,14 +50,18 @@ use crate::target::Target;
 /// The first bytes of every exported module.
 pub const MAGIC: &[u8; 8] = b"KILNMOD\0";
 /// The format version written and accepted.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+/// Bytes of the checksum at the end of the file.
+pub const CHECKSUM_LEN: usize = 32;
 
-/// FNV-1a, 64 bits: the file's checksum (it catches accidental damage, not tampering;
-/// the loader's validation does not depend on it).
-pub fn checksum(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+/// SHA-256: the file's checksum. It catches damage; it does not stop tampering (whoever
+/// edits the file can recompute it), and the loader's validation does not depend on it.
+pub fn checksum(bytes: &[u8]) -> [u8; CHECKSUM_LEN] {
+    Sha256::digest(bytes).into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn put(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -71,7 +88,8 @@ impl CompiledModule {
         for k in kernels {
             put(&mut out, k.to_string().as_bytes());
         }
-        out.extend(checksum(&out).to_le_bytes());
+        let sum = checksum(&out);
+        out.extend(sum);
         Ok(out)
     }
 
@@ -163,8 +181,18 @@ pub fn load_bytes(bytes: &[u8], backend: Arc<dyn Backend>) -> Result<CompiledMod
     load_bytes_with(bytes, &|_| Ok(backend.clone()))
 }
 
-/// [`load_with`] from bytes in memory.
+/// [`load_with`] from bytes in memory, kernels verified under [`Limits::default`].
 pub fn load_bytes_with(bytes: &[u8], resolve: ResolveBackend<'_>) -> Result<CompiledModule> {
+    load_bytes_limited(bytes, resolve, &Limits::default())
+}
+
+/// [`load_bytes_with`] with the kernels verified under `limits` (iterations, local
+/// memory): raise them for a trusted file with bigger kernels.
+pub fn load_bytes_limited(
+    bytes: &[u8],
+    resolve: ResolveBackend<'_>,
+    limits: &Limits,
+) -> Result<CompiledModule> {
     let mut r = Reader { bytes, pos: 0 };
     if r.take(8, "the magic").ok() != Some(&MAGIC[..]) {
         return Err(bad(
@@ -191,7 +219,7 @@ pub fn load_bytes_with(bytes: &[u8], resolve: ResolveBackend<'_>) -> Result<Comp
         texts.push(r.text(&format!("kernel {i}"))?);
     }
     let body_end = r.pos;
-    let stored = r.u64("the checksum")?;
+    let stored = r.take(CHECKSUM_LEN, "the checksum")?;
     if r.pos != bytes.len() {
         return Err(bad(format!(
             "{} unexpected bytes after the checksum",
@@ -201,8 +229,9 @@ pub fn load_bytes_with(bytes: &[u8], resolve: ResolveBackend<'_>) -> Result<Comp
     let computed = checksum(&bytes[..body_end]);
     if stored != computed {
         return Err(bad(format!(
-            "checksum mismatch (stored {stored:#018x}, computed {computed:#018x}): the file \
-             was altered or damaged"
+            "checksum mismatch (stored {}, computed {}): the file was altered or damaged",
+            hex(stored),
+            hex(&computed)
         )));
     }
 
@@ -223,7 +252,7 @@ pub fn load_bytes_with(bytes: &[u8], resolve: ResolveBackend<'_>) -> Result<Comp
     let mut names = HashSet::new();
     for (i, text) in texts.iter().enumerate() {
         let k = tir::parse(text).map_err(|e| bad(format!("kernel {i}: {e}")))?;
-        tir::verify(&k).map_err(|e| bad(format!("kernel {i} @{}: {e}", k.name)))?;
+        tir::verify_with(&k, limits).map_err(|e| bad(format!("kernel {i} @{}: {e}", k.name)))?;
         if !names.insert(k.name.clone()) {
             return Err(bad(format!(
                 "kernel {i}: a second kernel named @{}",

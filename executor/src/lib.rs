@@ -84,7 +84,7 @@ pub use error::{Error, Result};
 pub use executor::{
     BenchmarkOptions, BenchmarkResult, DeviceArray, GraphExecutor, InputKey, TensorInfo,
 };
-pub use export::{load, load_bytes, load_bytes_with, load_with};
+pub use export::{load, load_bytes, load_bytes_limited, load_bytes_with, load_with};
 pub use graph_json::GraphJson;
 pub use module::CompiledModule;
 pub use params::{load_ndarray, load_params, save_ndarray, save_params};

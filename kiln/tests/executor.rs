@@ -381,9 +381,9 @@ fn export_load_runs_the_same_and_damaged_files_are_refused() {
 
     // Altered content with a correct checksum is still refused by validation.
     let resign = |mut body: Vec<u8>| {
-        body.truncate(body.len() - 8);
+        body.truncate(body.len() - kiln_executor::export::CHECKSUM_LEN);
         let c = kiln_executor::export::checksum(&body);
-        body.extend(c.to_le_bytes());
+        body.extend(c);
         body
     };
     let swap = |from: &str, to: &str| -> Vec<u8> {
@@ -553,4 +553,87 @@ fn run_once_named(lib: &CompiledModule, name: &str, data: &NDArray) -> Vec<NDArr
     ex.set_input(name, data).unwrap();
     ex.run().unwrap();
     ex.outputs().unwrap()
+}
+
+/// Rebuilds an exported module with kernel `i`'s text replaced and the checksum made
+/// right again, as someone editing the file would.
+fn with_kernel_text(bytes: &[u8], i: usize, text: &str) -> Vec<u8> {
+    let sum = kiln_executor::export::CHECKSUM_LEN;
+    let mut pos = 12;
+    let section = |pos: &mut usize| {
+        let n = u64::from_le_bytes(bytes[*pos..*pos + 8].try_into().unwrap()) as usize;
+        *pos += 8 + n;
+    };
+    for _ in 0..3 {
+        section(&mut pos); // target, graph, params
+    }
+    let count = u64::from_le_bytes(bytes[pos..pos + 8].try_into().unwrap()) as usize;
+    let mut out = bytes[..pos + 8].to_vec();
+    pos += 8;
+    for k in 0..count {
+        let start = pos;
+        section(&mut pos);
+        if k == i {
+            out.extend((text.len() as u64).to_le_bytes());
+            out.extend(text.as_bytes());
+        } else {
+            out.extend(&bytes[start..pos]);
+        }
+    }
+    assert_eq!(pos, bytes.len() - sum);
+    let c = kiln_executor::export::checksum(&out);
+    out.extend(c);
+    out
+}
+
+/// A kernel edited to read through an index that wraps (`%j * 2^30` is "in [0, 7]" only
+/// if int32 products did not wrap) is refused at load, as is one asking for a loop of
+/// 2^40 iterations (beyond the default limit, accepted under a raised one).
+#[test]
+fn tampered_kernels_that_wrap_or_loop_forever_are_refused_at_load() {
+    let (m, params, data) = mlp();
+    let lib = build(&m, &interp(), &params, 2).unwrap();
+    let bytes = lib.export_bytes().unwrap();
+    let k = lib.kernels()[0].to_string();
+    let refuse = |text: &str, limits: &kiln_te::tir::Limits| {
+        kiln_executor::export::load_bytes_limited(
+            &with_kernel_text(&bytes, 0, text),
+            &|_| Ok(Arc::new(InterpBackend)),
+            limits,
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    };
+    let defaults = kiln_te::tir::Limits::default();
+    // The file as exported loads and runs.
+    refuse(&k, &defaults).unwrap();
+    let loaded = load_bytes(&with_kernel_text(&bytes, 0, &k), Arc::new(InterpBackend)).unwrap();
+    assert_eq!(run_once(&loaded, &data), run_once(&lib, &data));
+
+    let index = "floormod(%i.j.outer.fused * 8 + %j.inner, 8)]";
+    assert!(k.contains(index), "{k}");
+    let wrapping = k.replace(index, "min(%j.inner * 1073741824, 7)]");
+    let e = refuse(&wrapping, &defaults).unwrap_err();
+    assert!(
+        e.contains("invalid module file")
+            && e.contains("kernel 0 @fused_nn_batch_flatten")
+            && e.contains("ranges over [-2147483648, 7]"),
+        "{e}"
+    );
+
+    let head = "  parallel for (%i.j.outer.fused, 0, 8) {";
+    assert!(k.contains(head), "{k}");
+    let endless = k
+        .replace(
+            head,
+            &format!("for (%z: int64, 0, 1099511627776) {{\n{head}"),
+        )
+        .replace("\n}", "\n}\n}");
+    let e = refuse(&endless, &defaults).unwrap_err();
+    assert!(e.contains("loop iterations, more than the limit"), "{e}");
+    let raised = kiln_te::tir::Limits {
+        max_iterations: 1 << 50,
+        ..defaults
+    };
+    refuse(&endless, &raised).unwrap();
 }

@@ -36,6 +36,7 @@
 pub mod error;
 pub mod schedule_default;
 pub mod te;
+#[cfg(feature = "testing")]
 pub mod testing;
 pub mod tir;
 pub mod topi;

@@ -24,6 +24,27 @@ fn check_model(name: &str) {
     }
 }
 
+/// The default verifier limits fit every zoo kernel with room: at least 100× more
+/// iterations and 50× more local memory than the largest kernel needs (measured: about
+/// 5.0e8 iterations and 841 KiB).
+#[test]
+fn zoo_kernels_fit_the_default_limits_with_room() {
+    let limits = tir::Limits::default();
+    let (mut iters, mut bytes) = (0u128, 0u128);
+    for name in ["resnet18", "resnet50", "mlp"] {
+        let (m, _) = kiln_ir::zoo::by_name(name).unwrap();
+        for target in [ScheduleKind::Cpu, ScheduleKind::Gpu] {
+            for k in kernels_of(&m, target).unwrap() {
+                iters = iters.max(tir::verify::limits::iterations(&k.body));
+                bytes = bytes.max(tir::verify::limits::local_bytes(&k, &k.body));
+            }
+        }
+    }
+    eprintln!("largest zoo kernel: {iters} iterations, {bytes} local bytes");
+    assert!(iters * 100 <= limits.max_iterations as u128, "{iters}");
+    assert!(bytes * 50 <= limits.max_local_bytes as u128, "{bytes}");
+}
+
 #[test]
 fn resnet18_kernels_verify_and_round_trip() {
     check_model("resnet18");

@@ -576,7 +576,7 @@ fn coerce(
         return Ok(e);
     }
     let fits = |v: i64| {
-        let (lo, hi) = crate::tir::parser::int_range(to);
+        let (lo, hi) = crate::tir::semantics::int_range(to);
         v >= lo && v <= hi
     };
     match e {

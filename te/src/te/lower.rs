@@ -30,6 +30,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use kiln_ir::DType;
 
 use crate::error::{Error, Result};
+use crate::tir::semantics::Interval;
 use crate::tir::{
     self, BinOp, Buffer, BufferId, ForKind, PrimFunc, Scope, Stmt, ThreadAxis, ValueType, VarId,
 };
@@ -347,7 +348,7 @@ fn reduce_init(kind: ReduceKind, dtype: DType) -> tir::Expr {
                     dtype,
                 )
             } else {
-                let (lo, hi) = tir::parser::int_range(dtype);
+                let (lo, hi) = tir::semantics::int_range(dtype);
                 tir::Expr::int_of(if max { lo } else { hi }, dtype)
             }
         }
@@ -465,22 +466,26 @@ impl<'a> Lowerer<'a> {
 
     /// The range of an integer index expression, if simple enough to know.
     fn range_of(&self, e: &tir::Expr) -> Option<(i64, i64)> {
+        let r = self.interval_of(e)?;
+        Some((i64::try_from(r.lo()?).ok()?, i64::try_from(r.hi()?).ok()?))
+    }
+
+    fn interval_of(&self, e: &tir::Expr) -> Option<Interval> {
         match e {
-            tir::Expr::Int { value, .. } => Some((*value, *value)),
-            tir::Expr::Var(v) => self.ranges.get(v).copied(),
+            tir::Expr::Int { value, .. } => Some(Interval::point(*value as i128)),
+            tir::Expr::Var(v) => {
+                let (lo, hi) = self.ranges.get(v).copied()?;
+                Some(Interval::new(lo as i128, hi as i128))
+            }
             tir::Expr::Binary { op, lhs, rhs } => {
-                let (a, b) = (self.range_of(lhs)?, self.range_of(rhs)?);
+                let (a, b) = (self.interval_of(lhs)?, self.interval_of(rhs)?);
+                let divisor = b.lo().filter(|&c| c > 0 && Some(c) == b.hi());
                 match op {
-                    BinOp::Add => Some((a.0 + b.0, a.1 + b.1)),
-                    BinOp::Sub => Some((a.0 - b.1, a.1 - b.0)),
-                    BinOp::Mul => {
-                        let c = [a.0 * b.0, a.0 * b.1, a.1 * b.0, a.1 * b.1];
-                        Some((*c.iter().min()?, *c.iter().max()?))
-                    }
-                    BinOp::FloorDiv if b.0 == b.1 && b.0 > 0 => {
-                        Some((a.0.div_euclid(b.0), a.1.div_euclid(b.0)))
-                    }
-                    BinOp::FloorMod if b.0 == b.1 && b.0 > 0 => Some((0, b.0 - 1)),
+                    BinOp::Add => Some(a.add(b)),
+                    BinOp::Sub => Some(a.add(b.scale(-1))),
+                    BinOp::Mul => Some(a.mul(b)),
+                    BinOp::FloorDiv => Some(a.floordiv(divisor?)),
+                    BinOp::FloorMod => Some(Interval::new(0, divisor? - 1)),
                     _ => None,
                 }
             }

@@ -38,6 +38,7 @@ use kiln_ir::{DType, Data, NDArray};
 use super::expr::{BinOp, Expr, Intrinsic, fmaximum, fminimum};
 use super::func::PrimFunc;
 use super::printer::Names;
+use super::semantics::{float_to_int, int_binary, round_float, wrap_int};
 use super::stmt::{ForKind, Stmt};
 use super::types::{BufferId, Scope, VarId};
 use crate::error::{Error, Result};
@@ -248,22 +249,6 @@ struct Value {
     lanes: Vec<Num>,
 }
 
-fn wrap_int(v: i64, d: DType) -> i64 {
-    match d {
-        DType::I8 => v as i8 as i64,
-        DType::U8 => v as u8 as i64,
-        DType::I32 => v as i32 as i64,
-        _ => v,
-    }
-}
-
-fn round_float(v: f64, d: DType) -> f64 {
-    match d {
-        DType::F16 => Data::from_f64(DType::F16, [v]).to_f64()[0],
-        _ => v as f32 as f64,
-    }
-}
-
 /// A number of dtype `d` from any lane, with the conversion rules of `cast`.
 fn convert(n: Num, d: DType) -> Num {
     if d.is_float() {
@@ -272,12 +257,7 @@ fn convert(n: Num, d: DType) -> Num {
         Num::B(n.as_bool())
     } else {
         match n {
-            Num::F(v) => Num::I(match d {
-                DType::I8 => v as i8 as i64,
-                DType::U8 => v as u8 as i64,
-                DType::I32 => v as i32 as i64,
-                _ => v as i64,
-            }),
+            Num::F(v) => Num::I(float_to_int(v, d)),
             other => Num::I(wrap_int(other.as_i64(), d)),
         }
     }
@@ -1011,57 +991,22 @@ fn binary_num(op: BinOp, d: DType, x: Num, y: Num) -> Result<Num> {
         return Ok(Num::F(round_float(r as f64, d)));
     }
     let (x, y) = (x.as_i64(), y.as_i64());
-    let r = match op {
-        Add => x.wrapping_add(y),
-        Sub => x.wrapping_sub(y),
-        Mul => x.wrapping_mul(y),
-        Div => int_div(x, y)?,
-        FloorDiv => int_floordiv(x, y)?,
-        FloorMod => int_floormod(x, y)?,
-        Min => x.min(y),
-        Max => x.max(y),
-        _ => return Err(Error::Eval(format!("{op:?} on {d}"))),
-    };
-    Ok(Num::I(wrap_int(r, d)))
+    match op {
+        Add | Sub | Mul | Div | FloorDiv | FloorMod | Min | Max => int_binary(op, x, y, d)
+            .map(Num::I)
+            .ok_or_else(|| zero_div(op)),
+        _ => Err(Error::Eval(format!("{op:?} on {d}"))),
+    }
 }
 
 fn zero_div(op: BinOp) -> Error {
     Error::Eval(format!("integer division by zero ({op:?})"))
 }
 
-/// Integer `/` (truncating) before wrapping; division by zero is an error.
-fn int_div(x: i64, y: i64) -> Result<i64> {
-    match x.checked_div(y) {
-        Some(q) => Ok(q),
-        None if y == -1 => Ok(x.wrapping_neg()),
-        None => Err(zero_div(BinOp::Div)),
-    }
-}
-
-/// Integer `floordiv` before wrapping; division by zero is an error.
-fn int_floordiv(x: i64, y: i64) -> Result<i64> {
-    if y == 0 {
-        return Err(zero_div(BinOp::FloorDiv));
-    }
-    let q = x.wrapping_div(y);
-    Ok(if x.wrapping_rem(y) != 0 && ((x < 0) != (y < 0)) {
-        q - 1
-    } else {
-        q
-    })
-}
-
-/// Integer `floormod` before wrapping; division by zero is an error.
-fn int_floormod(x: i64, y: i64) -> Result<i64> {
-    if y == 0 {
-        return Err(zero_div(BinOp::FloorMod));
-    }
-    let r = x.wrapping_rem(y);
-    Ok(if r != 0 && ((r < 0) != (y < 0)) {
-        r + y
-    } else {
-        r
-    })
+/// Integer `op` (`/`, `floordiv`, `floormod`) before wrapping, as
+/// [`int_binary`] defines it; division by zero is an error.
+fn int_div_op(op: BinOp, x: i64, y: i64) -> Result<i64> {
+    int_binary(op, x, y, DType::I64).ok_or_else(|| zero_div(op))
 }
 
 /// The logistic function in `f32`, numerically stable: with `e = exp(-|x|)` (never

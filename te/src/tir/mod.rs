@@ -11,7 +11,8 @@
 //! - [`expr`] / [`stmt`]: the trees, with constructor helpers and operator overloading;
 //! - [`func`]: [`PrimFunc`] and [`PrimFuncBuilder`];
 //! - [`printer`] / [`parser`]: the text form (round trip is tested);
-//! - [`verify`]: types, scoping, thread nesting and the bounds proof;
+//! - [`semantics`]: the scalar semantics (wrapping, floor division, intervals) in one place;
+//! - [`verify`]: types, scoping, thread nesting, the bounds proof and the limits;
 //! - [`interp`]: the loop-IR interpreter (the second oracle, for lowering).
 
 pub mod expr;
@@ -19,6 +20,7 @@ pub mod func;
 pub mod interp;
 pub mod parser;
 pub mod printer;
+pub mod semantics;
 pub mod stmt;
 pub mod types;
 pub mod verify;
@@ -29,4 +31,4 @@ pub use interp::{run, run_with_inputs};
 pub use parser::parse;
 pub use stmt::{ForKind, Stmt, ThreadAxis};
 pub use types::{Buffer, BufferId, Scope, ValueType, VarId};
-pub use verify::{VerifyError, verify};
+pub use verify::{Limits, VerifyError, verify, verify_with};

@@ -862,16 +862,7 @@ fn lit_expr(lit: Lit, negate: bool) -> std::result::Result<Expr, String> {
     }
 }
 
-/// The range of values of an integer dtype.
-pub fn int_range(d: DType) -> (i64, i64) {
-    match d {
-        DType::I8 => (i8::MIN as i64, i8::MAX as i64),
-        DType::U8 => (0, u8::MAX as i64),
-        DType::I32 => (i32::MIN as i64, i32::MAX as i64),
-        DType::Bool => (0, 1),
-        _ => (i64::MIN, i64::MAX),
-    }
-}
+pub use super::semantics::int_range;
 
 #[cfg(test)]
 mod tests {

@@ -27,13 +27,12 @@ use std::sync::Arc;
 
 use kiln_ir::{DType, Data, NDArray};
 
-use super::{
-    Num, convert, float_intrinsic, int_div, int_floordiv, int_floormod, round_float, wrap_int,
-};
+use super::{Num, convert, float_intrinsic, int_div_op};
 use crate::error::{Error, Result};
 use crate::tir::expr::{BinOp, Expr, Intrinsic, fmaximum, fminimum};
 use crate::tir::func::PrimFunc;
 use crate::tir::printer::Names;
+use crate::tir::semantics::{float_to_int, round_float, wrap_int};
 use crate::tir::stmt::{ForKind, Stmt};
 use crate::tir::types::{BufferId, Scope};
 
@@ -1224,9 +1223,9 @@ fn int_binary(op: BinOp, d: DType, x: IntE, y: IntE) -> CResult<IntE> {
         Add => arith!(|p, q| R::<i64>::Ok(p.wrapping_add(q))),
         Sub => arith!(|p, q| R::<i64>::Ok(p.wrapping_sub(q))),
         Mul => arith!(|p, q| R::<i64>::Ok(p.wrapping_mul(q))),
-        Div => arith!(|p, q| int_div(p, q).map_err(Box::new)),
-        FloorDiv => arith!(|p, q| int_floordiv(p, q).map_err(Box::new)),
-        FloorMod => arith!(|p, q| int_floormod(p, q).map_err(Box::new)),
+        Div => arith!(|p, q| int_div_op(Div, p, q).map_err(Box::new)),
+        FloorDiv => arith!(|p, q| int_div_op(FloorDiv, p, q).map_err(Box::new)),
+        FloorMod => arith!(|p, q| int_div_op(FloorMod, p, q).map_err(Box::new)),
         Min => arith!(|p, q| R::<i64>::Ok(p.min(q))),
         Max => arith!(|p, q| R::<i64>::Ok(p.max(q))),
         _ => return Err(format!("{op:?} on {d}")),
@@ -1265,15 +1264,7 @@ fn cast(v: CExpr, to: DType) -> CExpr {
             CExpr::B(BoolE::Dyn(Box::new(move |f| Ok(x.eval(f)? != 0))))
         }
         (CExpr::F(x, _), Kind::Int) => CExpr::I(
-            IntE::Dyn(Box::new(move |f| {
-                let v = x.eval(f)? as f64;
-                Ok(match to {
-                    DType::I8 => v as i8 as i64,
-                    DType::U8 => v as u8 as i64,
-                    DType::I32 => v as i32 as i64,
-                    _ => v as i64,
-                })
-            })),
+            IntE::Dyn(Box::new(move |f| Ok(float_to_int(x.eval(f)? as f64, to)))),
             to,
         ),
         (CExpr::F(x, _), Kind::Float) => CExpr::F(

@@ -6,7 +6,8 @@
 //!   is a parameter or allocated (local or shared scope) in an enclosing `allocate`;
 //!   every variable is used only inside the `for`/`let` that binds it and is not bound
 //!   again inside its own scope; loop variables are `int32`/`int64` scalars; extents
-//!   are not negative; vectorized loops have an extent of at least 1.
+//!   are not negative and a loop's exclusive end fits its variable's type (the counter
+//!   reaches it); vectorized loops have an extent of at least 1.
 //! - **Types**: immediates fit their dtype; both operands of a binary op have the same
 //!   [`ValueType`]; `floordiv`/`floormod` take integers, `&&`/`||`/`!` and conditions
 //!   take bools; a `select` condition has one lane or the branches' lanes; intrinsic
@@ -33,23 +34,36 @@
 //!   own range. Code under contradictory facts (or in an empty loop) is unreachable and
 //!   not bounds-checked.
 //!
-//! Limits (it is conservative; it may reject safe code): facts are only drawn from
-//! comparisons in conjunctions (not from `||`, except negated); non-affine terms only
-//! match structurally; products of two variables use corner bounds; integer overflow of
-//! index arithmetic is not modelled (index math is assumed not to wrap).
+//!   The proof is sound under wrapping integer semantics (module [`bounds`]): an
+//!   operation that may wrap is modelled as ranging over its whole dtype, and one on
+//!   the affine spine of an index is refused.
+//! - **Limits** (module [`limits`], [`Limits`]): the total number of loop iterations
+//!   and the bytes of local/shared buffers live at once are bounded, and every buffer's
+//!   size fits the address space — a kernel from a file cannot ask for an endless loop
+//!   or a stack overflow.
+//!
+//! Precision (it is conservative; it may reject safe code): facts are only drawn from
+//! comparisons in conjunctions (not from `||`, except negated) whose operands read no
+//! buffer the kernel stores to; non-affine terms only match structurally; products of
+//! two variables use corner bounds.
 
-use std::collections::{BTreeMap, HashMap};
+mod bounds;
+pub mod limits;
+
+use std::collections::HashMap;
 use std::fmt;
 
 use kiln_ir::DType;
 
 use super::expr::{BinOp, Expr, Intrinsic};
 use super::func::PrimFunc;
-use super::parser::int_range;
 use super::printer::Printer;
+use super::semantics::{Interval, int_range};
 use super::stmt::{ForKind, Stmt, ThreadAxis};
 use super::types::{BufferId, Scope, ValueType, VarId};
 use crate::error::{Error, Result};
+use bounds::{Fact, Lin};
+pub use limits::Limits;
 
 /// One problem the verifier found.
 #[derive(Clone, Debug, PartialEq)]
@@ -78,9 +92,15 @@ impl fmt::Display for VerifyError {
     }
 }
 
-/// Verifies `func`; `Err(Error::Verify(all errors))` if anything is wrong.
+/// Verifies `func` under the default [`Limits`]; `Err(Error::Verify(all errors))` if
+/// anything is wrong.
 pub fn verify(func: &PrimFunc) -> Result<()> {
-    let errors = check(func);
+    verify_with(func, &Limits::default())
+}
+
+/// Verifies `func` under `limits`.
+pub fn verify_with(func: &PrimFunc, limits: &Limits) -> Result<()> {
+    let errors = check_with(func, limits);
     if errors.is_empty() {
         Ok(())
     } else {
@@ -88,12 +108,20 @@ pub fn verify(func: &PrimFunc) -> Result<()> {
     }
 }
 
-/// Every error of `func` (empty if it is well formed and in bounds).
+/// Every error of `func` under the default [`Limits`] (empty if it is well formed, in
+/// bounds and within the limits).
 pub fn check(func: &PrimFunc) -> Vec<VerifyError> {
+    check_with(func, &Limits::default())
+}
+
+/// Every error of `func` under `limits`.
+pub fn check_with(func: &PrimFunc, limits: &Limits) -> Vec<VerifyError> {
     let mut v = Verifier::new(func, true);
     v.params();
     v.stmt(&func.body);
-    v.errors
+    let mut errors = v.errors;
+    errors.extend(limits::check(func, limits));
+    errors
 }
 
 /// The type of an expression of `func`, with every variable and buffer taken as in scope.
@@ -105,190 +133,9 @@ pub fn type_of(func: &PrimFunc, e: &Expr) -> Result<ValueType> {
     }
 }
 
-const INF: i128 = 1 << 100;
-
-/// A closed integer interval; bounds at `±INF` stand for unbounded.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Interval {
-    lo: i128,
-    hi: i128,
-}
-
-fn clamp(x: i128) -> i128 {
-    x.clamp(-INF, INF)
-}
-
-fn floor_div(a: i128, b: i128) -> i128 {
-    let q = a / b;
-    if (a % b != 0) && ((a < 0) != (b < 0)) {
-        q - 1
-    } else {
-        q
-    }
-}
-
-fn ceil_div(a: i128, b: i128) -> i128 {
-    -floor_div(-a, b)
-}
-
-impl Interval {
-    fn new(lo: i128, hi: i128) -> Interval {
-        Interval {
-            lo: clamp(lo),
-            hi: clamp(hi),
-        }
-    }
-    fn point(v: i128) -> Interval {
-        Interval::new(v, v)
-    }
-    fn full() -> Interval {
-        Interval::new(-INF, INF)
-    }
-    fn of_dtype(d: DType) -> Interval {
-        if d.is_int() || d.is_bool() {
-            let (lo, hi) = int_range(d);
-            Interval::new(lo as i128, hi as i128)
-        } else {
-            Interval::full()
-        }
-    }
-    fn is_empty(self) -> bool {
-        self.lo > self.hi
-    }
-    fn add(self, o: Interval) -> Interval {
-        Interval::new(self.lo.saturating_add(o.lo), self.hi.saturating_add(o.hi))
-    }
-    fn scale(self, c: i128) -> Interval {
-        let (a, b) = (self.lo.saturating_mul(c), self.hi.saturating_mul(c));
-        Interval::new(a.min(b), a.max(b))
-    }
-    fn mul(self, o: Interval) -> Interval {
-        let c = [
-            self.lo.saturating_mul(o.lo),
-            self.lo.saturating_mul(o.hi),
-            self.hi.saturating_mul(o.lo),
-            self.hi.saturating_mul(o.hi),
-        ];
-        Interval::new(*c.iter().min().expect("4"), *c.iter().max().expect("4"))
-    }
-    fn intersect(self, o: Interval) -> Interval {
-        Interval {
-            lo: self.lo.max(o.lo),
-            hi: self.hi.min(o.hi),
-        }
-    }
-    fn union(self, o: Interval) -> Interval {
-        if self.is_empty() {
-            return o;
-        }
-        if o.is_empty() {
-            return self;
-        }
-        Interval {
-            lo: self.lo.min(o.lo),
-            hi: self.hi.max(o.hi),
-        }
-    }
-    fn floordiv(self, c: i128) -> Interval {
-        Interval::new(floor_div(self.lo, c), floor_div(self.hi, c))
-    }
-    /// Truncating division by a positive constant.
-    fn truncdiv(self, c: i128) -> Interval {
-        Interval::new(self.lo / c, self.hi / c)
-    }
-    fn bound(x: i128) -> String {
-        if x <= -INF / 2 {
-            "-inf".into()
-        } else if x >= INF / 2 {
-            "inf".into()
-        } else {
-            x.to_string()
-        }
-    }
-}
-
-impl fmt::Display for Interval {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "[{}, {}]",
-            Interval::bound(self.lo),
-            Interval::bound(self.hi)
-        )
-    }
-}
-
-/// An atom of an affine form.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-enum Atom {
-    Var(VarId),
-    /// The lane index of a vector of this many lanes.
-    Lane(u32),
-    /// A non-affine sub-term, keyed by its canonical text.
-    Other(String),
-}
-
-/// `sum(coef * atom) + k`.
-#[derive(Clone, Debug, PartialEq)]
-struct Lin {
-    terms: BTreeMap<Atom, i128>,
-    k: i128,
-}
-
-impl Lin {
-    fn constant(k: i128) -> Lin {
-        Lin {
-            terms: BTreeMap::new(),
-            k,
-        }
-    }
-    fn atom(a: Atom) -> Lin {
-        Lin {
-            terms: BTreeMap::from([(a, 1)]),
-            k: 0,
-        }
-    }
-    fn add_scaled(mut self, o: &Lin, s: i128) -> Lin {
-        for (a, c) in &o.terms {
-            let e = self.terms.entry(a.clone()).or_insert(0);
-            *e = clamp(e.saturating_add(c.saturating_mul(s)));
-            if *e == 0 {
-                self.terms.remove(a);
-            }
-        }
-        self.k = clamp(self.k.saturating_add(o.k.saturating_mul(s)));
-        self
-    }
-    fn scale(&self, s: i128) -> Lin {
-        Lin::constant(0).add_scaled(self, s)
-    }
-    fn as_const(&self) -> Option<i128> {
-        self.terms.is_empty().then_some(self.k)
-    }
-    fn key(&self) -> String {
-        let mut s = String::new();
-        for (a, c) in &self.terms {
-            let name = match a {
-                Atom::Var(v) => format!("v{}", v.0),
-                Atom::Lane(n) => format!("lane{n}"),
-                Atom::Other(k) => format!("<{k}>"),
-            };
-            s.push_str(&format!("{c}*{name}+"));
-        }
-        s.push_str(&self.k.to_string());
-        s
-    }
-}
-
-/// `terms in range` holds here.
-#[derive(Clone, Debug)]
-struct Fact {
-    terms: BTreeMap<Atom, i128>,
-    range: Interval,
-}
-
 struct Saved {
     facts: usize,
+    atom_log: usize,
     ranges: Vec<Option<Interval>>,
     reachable: bool,
 }
@@ -306,9 +153,16 @@ struct Verifier<'a> {
     plain_loops: usize,
     ranges: Vec<Option<Interval>>,
     let_forms: HashMap<VarId, Lin>,
+    /// The range of each opaque atom in the current scope...
     atom_ranges: HashMap<String, Interval>,
+    /// ... and how to undo each change to it when a scope ends.
+    atom_log: Vec<(String, Option<Interval>)>,
     facts: Vec<Fact>,
     reachable: bool,
+    /// Which buffers some statement stores to.
+    stored: Vec<bool>,
+    /// The `+ - * ramp` nodes found possibly wrapping since the last access began.
+    wraps: Vec<usize>,
 }
 
 impl<'a> Verifier<'a> {
@@ -326,8 +180,11 @@ impl<'a> Verifier<'a> {
             ranges: vec![None; func.vars.len()],
             let_forms: HashMap::new(),
             atom_ranges: HashMap::new(),
+            atom_log: vec![],
             facts: vec![],
             reachable: true,
+            stored: stored_buffers(func),
+            wraps: vec![],
         }
     }
 
@@ -383,6 +240,7 @@ impl<'a> Verifier<'a> {
     fn save(&self) -> Saved {
         Saved {
             facts: self.facts.len(),
+            atom_log: self.atom_log.len(),
             ranges: self.ranges.clone(),
             reachable: self.reachable,
         }
@@ -390,6 +248,14 @@ impl<'a> Verifier<'a> {
 
     fn restore(&mut self, s: Saved) {
         self.facts.truncate(s.facts);
+        while self.atom_log.len() > s.atom_log {
+            if let Some((key, old)) = self.atom_log.pop() {
+                match old {
+                    Some(r) => self.atom_ranges.insert(key, r),
+                    None => self.atom_ranges.remove(&key),
+                };
+            }
+        }
         self.ranges = s.ranges;
         self.reachable = s.reachable;
     }
@@ -538,14 +404,8 @@ impl<'a> Verifier<'a> {
                     ));
                 }
                 let saved = self.save();
-                if decl.is_index()
-                    && decl.is_scalar()
-                    && vt == Some(decl)
-                    && let Some(lin) = self.normalize(value)
-                {
-                    let r = self.lin_range(&lin);
-                    self.ranges[var.index()] = Some(r);
-                    self.let_forms.insert(*var, lin);
+                if decl.is_index() && decl.is_scalar() && vt == Some(decl) {
+                    self.bind_let(*var, value);
                 }
                 self.frames.push(format!("let {}", self.vname(*var)));
                 self.stmt(body);
@@ -589,8 +449,9 @@ impl<'a> Verifier<'a> {
                 self.vname(var)
             ));
         }
+        // The loop counts up to its exclusive end, which must be a value of its type.
         let (lo, hi) = int_range(vt.dtype);
-        if (min as i128) < lo as i128 || (min as i128 + extent as i128 - 1) > hi as i128 {
+        if (min as i128) < lo as i128 || (min as i128 + extent.max(0) as i128) > hi as i128 {
             self.error(format!(
                 "{head} {}: range does not fit in {vt}",
                 self.vname(var)
@@ -868,423 +729,19 @@ impl<'a> Verifier<'a> {
             }
         }
     }
-
-    // ---------------------------------------------------------------- bounds
-
-    /// Checks every load inside `e` (already type checked).
-    fn bounds_expr(&mut self, e: &Expr) {
-        if !self.reachable {
-            return;
-        }
-        match e {
-            Expr::Load { buffer, indices } => {
-                let text = format!("load {}", self.printer.expr(e));
-                for ix in indices {
-                    self.bounds_expr(ix);
-                }
-                self.check_access(&text, *buffer, indices);
-            }
-            Expr::Select { cond, then, else_ } => {
-                self.bounds_expr(cond);
-                let saved = self.save();
-                self.assume(cond, false);
-                self.bounds_expr(then);
-                self.restore(saved);
-                let saved = self.save();
-                self.assume(cond, true);
-                self.bounds_expr(else_);
-                self.restore(saved);
-            }
-            _ => {
-                for c in e.children() {
-                    self.bounds_expr(c);
-                }
-            }
-        }
-    }
-
-    fn check_access(&mut self, text: &str, buffer: BufferId, indices: &[Expr]) {
-        if !self.reachable {
-            return;
-        }
-        let Some(b) = self.func.buffer(buffer) else {
-            return;
-        };
-        let shape = b.shape.clone();
-        for (d, (ix, &extent)) in indices.iter().zip(&shape).enumerate() {
-            let r = match self.normalize(ix) {
-                Some(lin) => self.lin_range(&lin),
-                None => Interval::full(),
-            };
-            if r.is_empty() {
-                continue;
-            }
-            if r.lo < 0 || r.hi >= extent as i128 {
-                self.error(format!(
-                    "{text}: index {d} ranges over {r} but buffer {} has extent {extent} in dim {d}",
-                    self.bname(buffer)
-                ));
-            }
-        }
-    }
-
-    fn atom_range(&self, a: &Atom) -> Interval {
-        match a {
-            Atom::Var(v) => match self.ranges.get(v.index()).copied().flatten() {
-                Some(r) => r,
-                None => self
-                    .func
-                    .var(*v)
-                    .map(|d| Interval::of_dtype(d.ty.dtype))
-                    .unwrap_or(Interval::full()),
-            },
-            Atom::Lane(n) => Interval::new(0, *n as i128 - 1),
-            Atom::Other(k) => self.atom_ranges.get(k).copied().unwrap_or(Interval::full()),
-        }
-    }
-
-    fn box_range(&self, lin: &Lin) -> Interval {
-        let mut r = Interval::point(lin.k);
-        for (a, c) in &lin.terms {
-            r = r.add(self.atom_range(a).scale(*c));
-        }
-        r
-    }
-
-    /// The range of `lin` here: its box, narrowed by the facts that match parts of it.
-    /// Each fact in turn is applied first, then greedily every other fact that matches
-    /// what remains (all facts hold at once, so `s1*T1 + s2*T2 + rest` lies in
-    /// `s1*R1 + s2*R2 + box(rest)`); the tightest result wins.
-    fn lin_range(&self, lin: &Lin) -> Interval {
-        let mut r = self.box_range(lin);
-        for first in 0..self.facts.len() {
-            if let Some(cand) = self.fact_chain_range(lin, first) {
-                r = r.intersect(cand);
-            }
-        }
-        r
-    }
-
-    /// The range of `lin` with fact `first` applied first and then every further fact
-    /// that matches the remainder; `None` if `first` does not match `lin`.
-    fn fact_chain_range(&self, lin: &Lin, first: usize) -> Option<Interval> {
-        let mut used = vec![first];
-        let f = &self.facts[first];
-        let s = match_scale(&f.terms, &lin.terms)?;
-        let mut acc = f.range.scale(s);
-        let mut rest = lin.clone().add_scaled(
-            &Lin {
-                terms: f.terms.clone(),
-                k: 0,
-            },
-            -s,
-        );
-        while let Some((j, s)) = self.facts.iter().enumerate().find_map(|(j, g)| {
-            if used.contains(&j) {
-                return None;
-            }
-            match_scale(&g.terms, &rest.terms).map(|s| (j, s))
-        }) {
-            let g = &self.facts[j];
-            acc = acc.add(g.range.scale(s));
-            rest = rest.add_scaled(
-                &Lin {
-                    terms: g.terms.clone(),
-                    k: 0,
-                },
-                -s,
-            );
-            used.push(j);
-        }
-        Some(acc.add(self.box_range(&rest)))
-    }
-
-    fn other(&mut self, key: String, r: Interval) -> Lin {
-        self.atom_ranges.insert(key.clone(), r);
-        Lin::atom(Atom::Other(key))
-    }
-
-    /// The affine form of an integer expression (`None` for non-integer expressions).
-    fn normalize(&mut self, e: &Expr) -> Option<Lin> {
-        Some(match e {
-            Expr::Int { value, .. } => Lin::constant(*value as i128),
-            Expr::Bool(b) => Lin::constant(*b as i128),
-            Expr::Float { .. } => return None,
-            Expr::Var(v) => {
-                let d = self.func.var(*v)?;
-                if !(d.ty.dtype.is_int()) {
-                    return None;
-                }
-                match self.let_forms.get(v) {
-                    Some(l) => l.clone(),
-                    None => Lin::atom(Atom::Var(*v)),
-                }
-            }
-            Expr::Binary { op, lhs, rhs } => {
-                let (a, b) = (self.normalize(lhs)?, self.normalize(rhs)?);
-                match op {
-                    BinOp::Add => a.add_scaled(&b, 1),
-                    BinOp::Sub => a.add_scaled(&b, -1),
-                    BinOp::Mul => match (a.as_const(), b.as_const()) {
-                        (_, Some(c)) => a.scale(c),
-                        (Some(c), _) => b.scale(c),
-                        _ => {
-                            let r = self.lin_range(&a).mul(self.lin_range(&b));
-                            let (ka, kb) = (a.key(), b.key());
-                            let key = if ka <= kb {
-                                format!("({ka})*({kb})")
-                            } else {
-                                format!("({kb})*({ka})")
-                            };
-                            self.other(key, r)
-                        }
-                    },
-                    BinOp::FloorDiv | BinOp::Div | BinOp::FloorMod
-                        if b.as_const().is_some_and(|c| c > 0) =>
-                    {
-                        let c = b.as_const().expect("checked");
-                        let ra = self.lin_range(&a);
-                        let divisible = a.terms.values().all(|t| t % c == 0);
-                        let floor_like = *op != BinOp::Div || ra.lo >= 0;
-                        match op {
-                            BinOp::FloorMod => {
-                                if divisible {
-                                    Lin::constant(a.k.rem_euclid(c))
-                                } else if !ra.is_empty()
-                                    && floor_div(ra.lo, c) == floor_div(ra.hi, c)
-                                {
-                                    a.add_scaled(&Lin::constant(floor_div(ra.lo, c) * c), -1)
-                                } else {
-                                    self.other(
-                                        format!("floormod({},{c})", a.key()),
-                                        Interval::new(0, c - 1),
-                                    )
-                                }
-                            }
-                            _ if floor_like && divisible => {
-                                let mut l = Lin::constant(floor_div(a.k, c));
-                                for (t, k) in &a.terms {
-                                    l.terms.insert(t.clone(), k / c);
-                                }
-                                l
-                            }
-                            _ => {
-                                let r = if floor_like {
-                                    ra.floordiv(c)
-                                } else {
-                                    ra.truncdiv(c)
-                                };
-                                let name = if *op == BinOp::Div { "div" } else { "floordiv" };
-                                self.other(format!("{name}({},{c})", a.key()), r)
-                            }
-                        }
-                    }
-                    BinOp::Min | BinOp::Max => {
-                        let (ra, rb) = (self.lin_range(&a), self.lin_range(&b));
-                        let r = if *op == BinOp::Min {
-                            Interval::new(ra.lo.min(rb.lo), ra.hi.min(rb.hi))
-                        } else {
-                            Interval::new(ra.lo.max(rb.lo), ra.hi.max(rb.hi))
-                        };
-                        let (ka, kb) = (a.key(), b.key());
-                        let (ka, kb) = if ka <= kb { (ka, kb) } else { (kb, ka) };
-                        let name = if *op == BinOp::Min { "min" } else { "max" };
-                        self.other(format!("{name}({ka},{kb})"), r)
-                    }
-                    _ => {
-                        let key = self.printer.expr(e);
-                        let r = if op.is_comparison() || op.is_logical() {
-                            Interval::new(0, 1)
-                        } else {
-                            Interval::full()
-                        };
-                        self.other(key, r)
-                    }
-                }
-            }
-            Expr::Select { cond, then, else_ } => {
-                let saved = self.save();
-                self.assume(cond, false);
-                let a = self.normalize(then).map(|l| self.lin_range(&l));
-                self.restore(saved);
-                let saved = self.save();
-                self.assume(cond, true);
-                let b = self.normalize(else_).map(|l| self.lin_range(&l));
-                self.restore(saved);
-                let r = match (a, b) {
-                    (Some(a), Some(b)) => a.union(b),
-                    _ => return None,
-                };
-                let key = self.printer.expr(e);
-                self.other(key, r)
-            }
-            Expr::Ramp {
-                base,
-                stride,
-                lanes,
-            } => {
-                let b = self.normalize(base)?;
-                let s = self.normalize(stride)?;
-                match s.as_const() {
-                    Some(c) => b.add_scaled(&Lin::atom(Atom::Lane(*lanes)), c),
-                    None => {
-                        let rs = self.lin_range(&s);
-                        let span = rs.mul(Interval::new(0, *lanes as i128 - 1));
-                        let r = self.lin_range(&b).add(span);
-                        let key = self.printer.expr(e);
-                        self.other(key, r)
-                    }
-                }
-            }
-            Expr::Broadcast { value, .. } => self.normalize(value)?,
-            Expr::Cast { to, value } => {
-                if !to.is_int() {
-                    return None;
-                }
-                let inner = match value.as_ref() {
-                    Expr::Float { .. } => None,
-                    v => self.normalize(v),
-                };
-                let target = Interval::of_dtype(*to);
-                match inner {
-                    Some(l)
-                        if {
-                            let r = self.lin_range(&l);
-                            r.is_empty() || (r.lo >= target.lo && r.hi <= target.hi)
-                        } =>
-                    {
-                        l
-                    }
-                    _ => {
-                        let key = self.printer.expr(e);
-                        self.other(key, target)
-                    }
-                }
-            }
-            Expr::Load { buffer, .. } => {
-                let d = self.func.buffer(*buffer)?.dtype;
-                if !d.is_int() {
-                    return None;
-                }
-                let key = self.printer.expr(e);
-                self.other(key, Interval::of_dtype(d))
-            }
-            Expr::Call { .. } | Expr::Not(_) => {
-                let key = self.printer.expr(e);
-                self.other(key, Interval::full())
-            }
-        })
-    }
-
-    /// Adds the facts implied by `cond` (or by its negation).
-    fn assume(&mut self, cond: &Expr, negate: bool) {
-        match cond {
-            Expr::Bool(b) if *b == negate => {
-                self.reachable = false;
-            }
-            Expr::Not(x) => self.assume(x, !negate),
-            Expr::Binary {
-                op: BinOp::And,
-                lhs,
-                rhs,
-            } if !negate => {
-                self.assume(lhs, false);
-                self.assume(rhs, false);
-            }
-            Expr::Binary {
-                op: BinOp::Or,
-                lhs,
-                rhs,
-            } if negate => {
-                self.assume(lhs, true);
-                self.assume(rhs, true);
-            }
-            Expr::Binary { op, lhs, rhs } if op.is_comparison() => {
-                let op = if negate {
-                    op.negated_comparison().expect("comparison")
-                } else {
-                    *op
-                };
-                let (Some(a), Some(b)) = (self.normalize(lhs), self.normalize(rhs)) else {
-                    return;
-                };
-                let d = a.add_scaled(&b, -1);
-                // terms + k OP 0
-                let k = d.k;
-                let range = match op {
-                    BinOp::Lt => Interval::new(-INF, -k - 1),
-                    BinOp::Le => Interval::new(-INF, -k),
-                    BinOp::Gt => Interval::new(-k + 1, INF),
-                    BinOp::Ge => Interval::new(-k, INF),
-                    BinOp::Eq => Interval::point(-k),
-                    _ => return,
-                };
-                self.add_fact(d.terms, range);
-            }
-            _ => {}
-        }
-    }
-
-    fn add_fact(&mut self, mut terms: BTreeMap<Atom, i128>, mut range: Interval) {
-        if terms.is_empty() {
-            if range.lo > 0 || range.hi < 0 {
-                self.reachable = false;
-            }
-            return;
-        }
-        // Canonical form: divide by the gcd, first coefficient positive.
-        let g = terms.values().fold(0i128, |g, &c| gcd(g, c.abs()));
-        let first = *terms.values().next().expect("non-empty");
-        let sign = if first < 0 { -1 } else { 1 };
-        let g = g * sign;
-        for c in terms.values_mut() {
-            *c /= g;
-        }
-        range = if g > 0 {
-            Interval::new(ceil_div(range.lo, g), floor_div(range.hi, g))
-        } else {
-            Interval::new(ceil_div(range.hi, g), floor_div(range.lo, g))
-        };
-        if range.lo <= -INF / 2 {
-            range.lo = -INF;
-        }
-        if range.hi >= INF / 2 {
-            range.hi = INF;
-        }
-        let lin = Lin {
-            terms: terms.clone(),
-            k: 0,
-        };
-        if self.lin_range(&lin).intersect(range).is_empty() {
-            self.reachable = false;
-        }
-        if terms.len() == 1 {
-            let (atom, c) = terms.iter().next().expect("one");
-            if let Atom::Var(v) = atom {
-                let own = Interval::new(ceil_div(range.lo, *c), floor_div(range.hi, *c));
-                let cur = self.atom_range(atom);
-                self.ranges[v.index()] = Some(cur.intersect(own));
-            }
-        }
-        self.facts.push(Fact { terms, range });
-    }
 }
 
-fn gcd(a: i128, b: i128) -> i128 {
-    if b == 0 { a } else { gcd(b, a % b) }
-}
-
-/// `s` such that `index` contains `s * fact` term by term, if any.
-fn match_scale(fact: &BTreeMap<Atom, i128>, index: &BTreeMap<Atom, i128>) -> Option<i128> {
-    let (a0, c0) = fact.iter().next()?;
-    let i0 = *index.get(a0)?;
-    if i0 % c0 != 0 {
-        return None;
-    }
-    let s = i0 / c0;
-    fact.iter()
-        .all(|(a, c)| index.get(a) == Some(&(c * s)))
-        .then_some(s)
+/// For each buffer of `func`, whether some store writes it.
+fn stored_buffers(func: &PrimFunc) -> Vec<bool> {
+    let mut stored = vec![false; func.buffers.len()];
+    func.body.visit(&mut |s| {
+        if let Stmt::Store { buffer, .. } = s
+            && let Some(x) = stored.get_mut(buffer.index())
+        {
+            *x = true;
+        }
+    });
+    stored
 }
 
 #[cfg(test)]

@@ -4,7 +4,11 @@
 //! refusal leaves the stage unchanged, and sample computes — elementwise with
 //! broadcasting ([`bias_relu`]), a reduction ([`matmul`]) and a padded convolution
 //! ([`conv2d`]). Plain data and functions (no proptest dependency): the strategies live
-//! with the tests.
+//! with the tests. [`index_kernels`]: random index-expression kernels for the bounds
+//! verifier's soundness tests. Compiled only with the `testing` feature (te's tests and
+//! `kiln-testsuite` enable it).
+
+pub mod index_kernels;
 
 use kiln_ir::DType;
 
