@@ -100,7 +100,12 @@ pub(crate) fn emit_launch(
         "// @{} launch grid ({gx}, {gy}, {gz}) block ({bx}, {by}, {bz})",
         func.name
     );
-    let _ = writeln!(out, ".visible .entry {}(\n{}\n)", launch.entry, params.join(",\n"));
+    let _ = writeln!(
+        out,
+        ".visible .entry {}(\n{}\n)",
+        launch.entry,
+        params.join(",\n")
+    );
     let _ = writeln!(out, ".maxntid {bx}, {by}, {bz}\n{{");
     for (k, (prefix, ty)) in CLASSES.iter().enumerate() {
         if g.counts[k] > 0 {
@@ -108,7 +113,12 @@ pub(crate) fn emit_launch(
         }
     }
     for (name, scope, bytes) in &g.arrays {
-        let _ = writeln!(out, "\t.{} .align 8 .b8 {name}[{}];", scope.name(), bytes.max(&1));
+        let _ = writeln!(
+            out,
+            "\t.{} .align 8 .b8 {name}[{}];",
+            scope.name(),
+            bytes.max(&1)
+        );
     }
     out.push_str(&g.body);
     out.push_str("\tret;\n}\n\n");
@@ -264,9 +274,9 @@ impl<'a> Gen<'a> {
             }
             Stmt::Barrier => {
                 if self.guarded_depth > 0 {
-                    return Err(self.err(
-                        "barrier under a thread loop shorter than its launch dimension",
-                    ));
+                    return Err(
+                        self.err("barrier under a thread loop shorter than its launch dimension")
+                    );
                 }
                 if self.drop_barrier {
                     // The planted bug (crate::testing): this kernel's first barrier is lost.
@@ -634,9 +644,8 @@ impl<'a> Gen<'a> {
                     .collect::<Result<Vec<_>>>()?;
                 crate::math::call(self, *intrinsic, vals)
             }
-            Expr::Ramp { .. } | Expr::Broadcast { .. } => Err(self.err(
-                "vector values (ramp, broadcast): the GPU schedules are scalar per thread",
-            )),
+            Expr::Ramp { .. } | Expr::Broadcast { .. } => Err(self
+                .err("vector values (ramp, broadcast): the GPU schedules are scalar per thread")),
         }
     }
 
@@ -660,7 +669,11 @@ impl<'a> Gen<'a> {
                     let (ix, iy) = (self.reg(1), self.reg(1));
                     self.line(format!("selp.u32 {ix}, 1, 0, {x};"));
                     self.line(format!("selp.u32 {iy}, 1, 0, {y};"));
-                    self.line(format!("setp.{}.s32 {}, {ix}, {iy};", cmp(op, false), o.reg));
+                    self.line(format!(
+                        "setp.{}.s32 {}, {ix}, {iy};",
+                        cmp(op, false),
+                        o.reg
+                    ));
                 }
                 DType::F32 | DType::F16 => {
                     self.line(format!("setp.{}.f32 {}, {x}, {y};", cmp(op, true), o.reg));
@@ -772,7 +785,11 @@ impl<'a> Gen<'a> {
                 DType::I32 => self.line(format!("cvt.rzi.s32.f32 {r}, {x};")),
                 _ => {
                     // Saturating as Rust's `as`: through int32, then clamped.
-                    let (lo, hi) = if t == DType::I8 { (-128, 127) } else { (0, 255) };
+                    let (lo, hi) = if t == DType::I8 {
+                        (-128, 127)
+                    } else {
+                        (0, 255)
+                    };
                     self.line(format!("cvt.rzi.s32.f32 {r}, {x};"));
                     self.line(format!("max.s32 {r}, {r}, {lo};"));
                     self.line(format!("min.s32 {r}, {r}, {hi};"));

@@ -48,7 +48,10 @@ impl Dims {
         if grid[0] > i32::MAX as i64 || grid[1] > 65535 || grid[2] > 65535 {
             return Err(format!("grid {grid:?} exceeds CUDA's limits"));
         }
-        if block[0] > 1024 || block[1] > 1024 || block[2] > 64 || block.iter().product::<i64>() > 1024
+        if block[0] > 1024
+            || block[1] > 1024
+            || block[2] > 64
+            || block.iter().product::<i64>() > 1024
         {
             return Err(format!("block {block:?} exceeds 1024 threads"));
         }

@@ -90,7 +90,13 @@ pub fn ptx_of(kernels: &[PrimFunc]) -> Result<String> {
 /// `name` with every character PTX identifiers do not allow replaced by `_`.
 fn identifier(name: &str) -> String {
     name.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 

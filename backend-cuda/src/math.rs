@@ -33,7 +33,10 @@ pub(crate) fn call(g: &mut Gen<'_>, intrinsic: Intrinsic, args: Vec<Val>) -> Res
     }
     let d = args[0].dtype;
     if args.iter().any(|a| a.dtype != d) {
-        return Err(g.err(format!("arguments of `{}` differ in type", intrinsic.name())));
+        return Err(g.err(format!(
+            "arguments of `{}` differ in type",
+            intrinsic.name()
+        )));
     }
     if !d.is_float() {
         if intrinsic == Intrinsic::Abs && d.is_int() {
@@ -50,7 +53,10 @@ pub(crate) fn call(g: &mut Gen<'_>, intrinsic: Intrinsic, args: Vec<Val>) -> Res
         Intrinsic::Log => {
             let r = g.reg(3);
             g.line(format!("lg2.approx.f32 {r}, {x};"));
-            g.line(format!("mul.rn.f32 {r}, {r}, {};", f32_imm(std::f32::consts::LN_2)));
+            g.line(format!(
+                "mul.rn.f32 {r}, {r}, {};",
+                f32_imm(std::f32::consts::LN_2)
+            ));
             r
         }
         Intrinsic::Sqrt => one(g, "sqrt.rn.f32", &x),
@@ -99,7 +105,10 @@ fn exp(g: &mut Gen<'_>, x: &str) -> String {
     g.line(format!("testp.notanumber.f32 {nan}, {e};"));
     g.line(format!("selp.f32 {e}, {}, {e}, {nan};", f32_imm(0.0)));
     g.line(format!("ex2.approx.f32 {r}, {t};"));
-    g.line(format!("mul.rn.f32 {e}, {e}, {};", f32_imm(std::f32::consts::LN_2)));
+    g.line(format!(
+        "mul.rn.f32 {e}, {e}, {};",
+        f32_imm(std::f32::consts::LN_2)
+    ));
     g.line(format!("fma.rn.f32 {r}, {r}, {e}, {r};"));
     r
 }
@@ -160,7 +169,11 @@ fn erf(g: &mut Gen<'_>, x: &str) -> String {
     g.line(format!("mul.rn.f32 {small}, {s}, {a};"));
     // Above: 1 − t·P(t)·exp(−x²), t = 1/(1 + p·x).
     let t = g.reg(3);
-    g.line(format!("fma.rn.f32 {t}, {a}, {}, {};", f32_imm(0.327_591_1), f32_imm(1.0)));
+    g.line(format!(
+        "fma.rn.f32 {t}, {a}, {}, {};",
+        f32_imm(0.327_591_1),
+        f32_imm(1.0)
+    ));
     g.line(format!("rcp.rn.f32 {t}, {t};"));
     let p = horner(
         g,
@@ -194,14 +207,8 @@ fn pow(g: &mut Gen<'_>, x: &str, y: &str) -> String {
     g.line(format!("ex2.approx.f32 {r}, {l};"));
     // Negative x: an odd integer y negates, a non-integer y gives NaN.
     let (yi, half, hi) = (g.reg(3), g.reg(3), g.reg(3));
-    let (int, odd, neg, flip, bad, one_p) = (
-        g.reg(0),
-        g.reg(0),
-        g.reg(0),
-        g.reg(0),
-        g.reg(0),
-        g.reg(0),
-    );
+    let (int, odd, neg, flip, bad, one_p) =
+        (g.reg(0), g.reg(0), g.reg(0), g.reg(0), g.reg(0), g.reg(0));
     g.line(format!("cvt.rzi.f32.f32 {yi}, {y};"));
     g.line(format!("setp.eq.f32 {int}, {yi}, {y};"));
     g.line(format!("mul.rn.f32 {half}, {yi}, {};", f32_imm(0.5)));
