@@ -109,7 +109,10 @@ fn exp(g: &mut Gen<'_>, x: &str) -> String {
         "mul.rn.f32 {e}, {e}, {};",
         f32_imm(std::f32::consts::LN_2)
     ));
-    g.line(format!("fma.rn.f32 {r}, {r}, {e}, {r};"));
+    // An overflowed power stays infinite (inf · e + inf is NaN for a negative e).
+    let inf = g.reg(0);
+    g.line(format!("setp.gt.f32 {inf}, {r}, {};", f32_imm(f32::MAX)));
+    g.line(format!("@!{inf} fma.rn.f32 {r}, {r}, {e}, {r};"));
     r
 }
 

@@ -20,5 +20,6 @@ pub mod graphs;
 pub mod matrix;
 pub mod onnx_node;
 pub mod ops;
+pub mod ptx_sim;
 pub mod schedules;
 pub mod suite;

