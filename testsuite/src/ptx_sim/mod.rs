@@ -14,6 +14,7 @@
 //! threads or blocks, the memory model beyond "phases between barriers".
 
 pub mod exec;
+pub mod op_cases;
 pub mod parse;
 
 use std::any::Any;
