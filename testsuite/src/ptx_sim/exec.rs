@@ -646,7 +646,7 @@ impl Block<'_> {
                                 t,
                                 inst,
                                 format!(
-                                    "read of uninitialized shared memory ({} byte {b})",
+                                    "read of uninitialized shared memory ({} byte {b}): no thread wrote it before (or a barrier is missing before another thread's write)",
                                     self.entry.arrays[k].name
                                 ),
                             ));

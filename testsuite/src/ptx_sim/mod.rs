@@ -16,6 +16,8 @@
 pub mod exec;
 pub mod op_cases;
 pub mod parse;
+#[cfg(test)]
+mod tests;
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};
