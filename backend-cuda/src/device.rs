@@ -179,7 +179,7 @@ impl PtxModule for CustModule {
             let buf = b.buf.lock().unwrap_or_else(|e| e.into_inner());
             ptrs.push(buf.as_device_ptr().as_raw());
         }
-        let mut params: Vec<*mut c_void> = ptrs
+        let params: Vec<*mut c_void> = ptrs
             .iter_mut()
             .map(|p| p as *mut u64 as *mut c_void)
             .collect();

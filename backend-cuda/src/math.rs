@@ -160,7 +160,7 @@ fn erf(g: &mut Gen<'_>, x: &str) -> String {
         g,
         &z,
         &[
-            1.128_379_2,
+            std::f32::consts::FRAC_2_SQRT_PI,
             -0.376_126_4,
             0.112_837_9,
             -0.026_866_17,
