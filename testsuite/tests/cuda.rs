@@ -19,11 +19,16 @@ fn cuda() -> ExecBackend {
 /// Builds zoo model `m` for `cuda` (in the interpreter) and for `ref`, runs both on one
 /// seeded input and compares within 1e-4 (absolute, relative to the output's magnitude).
 fn model_matches_ref(m: kiln_ir::Module, params: Params, input: Vec<usize>) {
+    model_input_matches_ref(m, params, "data", input)
+}
+
+/// [`model_matches_ref`] for an input called `name`.
+fn model_input_matches_ref(m: kiln_ir::Module, params: Params, name: &str, input: Vec<usize>) {
     let x = NDArray::random_uniform(input, DType::F32, 7, -1.0, 1.0);
     let run = |target: &Target, backend: Option<&dyn kiln::Backend>| {
         let built = kiln::build_on(&m, target, backend, &params, 3).expect("builds");
         let mut ex = built.create_executor().unwrap();
-        ex.set_input("data", &x).unwrap();
+        ex.set_input(name, &x).unwrap();
         ex.run().unwrap_or_else(|e| panic!("{} run: {e}", target));
         ex.outputs().unwrap()
     };
@@ -55,6 +60,29 @@ fn resnet18_on_32x32_matches_ref() {
 fn mlp_matches_ref() {
     let (m, params) = kiln_ir::zoo::mlp(1, 10, [1, 28, 28], DType::F32, 0).unwrap();
     model_matches_ref(m, params, vec![1, 1, 28, 28]);
+}
+
+/// The BERT encoder block of `frontend-onnx/scripts/make_ort_models.py`, when
+/// `KILN_ORT_MODELS` holds it (`.ci/run` generates it; required under `CI=true`).
+#[test]
+fn bert_block_matches_ref() {
+    let Some(dir) = std::env::var_os("KILN_ORT_MODELS") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but KILN_ORT_MODELS is not set"
+        );
+        println!("SKIP the BERT block: KILN_ORT_MODELS is not set");
+        return;
+    };
+    let path = std::path::PathBuf::from(dir).join("bert_encoder/model.onnx");
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let (m, params) =
+        kiln_frontend_onnx::from_onnx(&bytes, &std::collections::BTreeMap::new()).unwrap();
+    let main = m.main().unwrap();
+    let x = main.params[0];
+    let name = m.var_name(x).unwrap().to_string();
+    let shape = m.ty(x).as_tensor().unwrap().shape.clone();
+    model_input_matches_ref(m, params, &name, shape);
 }
 
 /// Random programs per opt level (moderate: the interpreter is slow in debug builds).
