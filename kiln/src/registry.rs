@@ -16,6 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use kiln_backend_cranelift::CraneliftBackend;
+use kiln_backend_cuda::CudaBackend;
 use kiln_executor::backends::InterpBackend;
 use kiln_executor::{Backend, CompiledModule, Params, Target, TargetKind};
 use kiln_ir::Module;
@@ -47,6 +48,10 @@ impl Registry {
         let mut r = Registry::default();
         r.backends.push(Arc::new(InterpBackend));
         r.backends.push(Arc::new(CraneliftBackend));
+        // `cuda` only where this build has a CUDA runtime (the `cuda` feature).
+        if CudaBackend::has_device_runtime() {
+            r.backends.push(Arc::new(CudaBackend::default()));
+        }
         r
     }
 
@@ -118,6 +123,10 @@ impl Registry {
         let Some(backend) = self.backend(target.kind()) else {
             let why = match target.kind() {
                 TargetKind::Custom(_) => format!("unknown target `{target}`"),
+                TargetKind::Cuda => format!(
+                    "target `{target}` is not built yet: {}",
+                    kiln_backend_cuda::NO_RUNTIME
+                ),
                 _ => format!("target `{target}` is not built yet"),
             };
             return Err(Error::UnknownTarget(format!(

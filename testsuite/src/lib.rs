@@ -21,5 +21,6 @@ pub mod matrix;
 pub mod onnx_node;
 pub mod op_suite;
 pub mod ops;
+pub mod ptx_sim;
 pub mod schedules;
 pub mod suite;
