@@ -154,9 +154,10 @@ pub fn inspect(spec: &str, shapes: &Shapes, args: &InspectArgs) -> Result<()> {
                 println!("// {line}");
             }
         }
-        "loop" => {
+        "loop" | "ptx" => {
             let target: Target = args.target.parse()?;
             let schedule = match crate::compile::parse_target(&args.target) {
+                _ if args.emit == "ptx" => kiln::layers::te::topi::ScheduleKind::Gpu,
                 Ok(kiln::Resolved {
                     target,
                     backend: Some(b),
@@ -173,6 +174,15 @@ pub fn inspect(spec: &str, shapes: &Shapes, args: &InspectArgs) -> Result<()> {
                 .with_context(|| format!("cannot optimize {spec}"))?;
             let kernels = kernels_of(&opt.module, schedule)
                 .with_context(|| format!("cannot lower {spec} for {target}"))?;
+            if args.emit == "ptx" {
+                // What the CUDA backend generates for the kernels on GPU schedules.
+                print!(
+                    "{}",
+                    kiln::layers::backend_cuda::ptx_of(&kernels)
+                        .with_context(|| format!("cannot generate PTX for {spec}"))?
+                );
+                return Ok(());
+            }
             let mut out = String::new();
             for (i, k) in kernels.iter().enumerate() {
                 if i > 0 {
@@ -185,7 +195,7 @@ pub fn inspect(spec: &str, shapes: &Shapes, args: &InspectArgs) -> Result<()> {
             }
             print!("{out}");
         }
-        other => bail!("unknown --emit `{other}` (known: graph, opt, loop)"),
+        other => bail!("unknown --emit `{other}` (known: graph, opt, loop, ptx)"),
     }
     Ok(())
 }

@@ -158,6 +158,13 @@ fn inspect_loop_ir_for_cpu_and_gpu() {
     assert!(gpu.contains("launch_thread blockIdx.x"), "{gpu}");
     assert!(gpu.contains("launch_thread threadIdx.x"), "{gpu}");
     assert!(!gpu.contains("parallel for"), "{gpu}");
+    // The CUDA backend's PTX: one `.entry` per launch, at least one per kernel.
+    let o = kiln(&["inspect", "zoo:mlp", "--emit", "ptx"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ptx = stdout(&o);
+    assert!(ptx.contains(".version 7.8") && ptx.contains(".target sm_"), "{ptx}");
+    let kernels = gpu.matches("primfn @").count();
+    assert!(ptx.matches(".entry ").count() >= kernels, "{ptx}");
     // The default stays the graph IR.
     let graph = stdout(&kiln(&["inspect", "zoo:mlp"]));
     assert!(graph.contains("def @main") && !graph.contains("primfn"));
