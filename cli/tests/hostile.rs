@@ -306,6 +306,16 @@ fn onnx_import_classes() -> Vec<(&'static str, Vec<u8>, Vec<&'static str>)> {
             vec!["attribute `axis` is declared an int but holds no such value"],
         ),
         (
+            "relu_with_an_extra_input",
+            model_with(
+                13,
+                &[2],
+                vec![node("Relu", &["x", "x"], &["y"], vec![])],
+                vec![],
+            ),
+            vec!["Relu takes 1 input(s), the node lists 2"],
+        ),
+        (
             "opset_minus_5",
             model_with(-5, &[2], vec![relu("x", "y")], vec![]),
             vec!["opset", "-5"],

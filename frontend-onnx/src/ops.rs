@@ -718,12 +718,26 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     }
 }
 
+/// An error unless `n` lists exactly `count` inputs (for ops whose ONNX arity is fixed).
+fn expect_inputs(n: &Node, count: usize) -> Result<()> {
+    if n.num_inputs() != count {
+        return Err(Error::InvalidModel(format!(
+            "{} takes {count} input(s), the node lists {}",
+            n.op_type,
+            n.num_inputs()
+        )));
+    }
+    Ok(())
+}
+
 fn unary(imp: &mut Importer, n: &Node, kind: U) -> Result<Vec<ExprId>> {
+    expect_inputs(n, 1)?;
     let x = imp.input(n, 0)?;
     Ok(vec![imp.unary(kind, x)?])
 }
 
 fn binary(imp: &mut Importer, n: &Node, kind: B) -> Result<Vec<ExprId>> {
+    expect_inputs(n, 2)?;
     let a = imp.input(n, 0)?;
     let b = imp.input(n, 1)?;
     Ok(vec![imp.binary(kind, a, b)?])
