@@ -6,8 +6,8 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(p) = kiln_executor::load_params(data) {
-        let again = kiln_executor::load_params(&kiln_executor::save_params(&p))
-            .expect("saved params load");
+        let again =
+            kiln_executor::load_params(&kiln_executor::save_params(&p)).expect("saved params load");
         // Bits, not values: NaN is not equal to itself.
         let bits = |m: &std::collections::BTreeMap<String, kiln_ir::NDArray>| {
             m.iter()

@@ -14,6 +14,10 @@ fuzz_target!(|data: &[u8]| {
         let opts = Default::default();
         let printed = print_module(&m, &opts);
         let again = parse_module(&printed).expect("printed text parses back");
-        assert_eq!(print_module(&again, &opts), printed, "print/parse round trip");
+        assert_eq!(
+            print_module(&again, &opts),
+            printed,
+            "print/parse round trip"
+        );
     }
 });
