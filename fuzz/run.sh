@@ -24,8 +24,8 @@ for t in ${targets}; do
         -print_final_stats=1 2>&1 | grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|==|SUMMARY|INFO: .*(crash|leak))' || true
     # Slow units (over libFuzzer's 10 s report threshold, under -timeout) are kept for a
     # look but do not fail the run; crashes, timeouts, leaks and OOMs do.
-    if ls "artifacts/$t"/crash-* "artifacts/$t"/timeout-* "artifacts/$t"/leak-* \
-        "artifacts/$t"/oom-* >/dev/null 2>&1; then
+    if find "artifacts/$t" -name 'crash-*' -o -name 'timeout-*' -o -name 'leak-*' \
+        -o -name 'oom-*' 2>/dev/null | grep -q .; then
         echo "fuzz target $t left failures in fuzz/artifacts/$t" >&2
         exit 1
     fi
