@@ -51,9 +51,10 @@ struct BenchReport {
 
 /// `kiln bench MODEL|FILE --target T [--repeat N --number N --min-repeat-ms M] [--json]`.
 pub fn bench(args: &BenchArgs) -> Result<()> {
-    if !args.min_repeat_ms.is_finite() || args.min_repeat_ms < 0.0 {
+    // An hour per measurement at most, so the growing run count stays bounded.
+    if !(0.0..=3_600_000.0).contains(&args.min_repeat_ms) {
         bail!(
-            "--min-repeat-ms {} must be a finite number of milliseconds, at least 0",
+            "--min-repeat-ms {} must be a number of milliseconds from 0 to 3600000",
             args.min_repeat_ms
         );
     }

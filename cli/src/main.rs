@@ -9,6 +9,26 @@
 //! in the `kiln` crate's backend registry, and the help texts list its targets (the word
 //! `TARGETS` in a help text below is replaced by that list when the command is built).
 
+/// `print!` for the whole crate (defined before the modules, so it shadows std's in
+/// them): a closed stdout (`kiln run ... | head -1`) ends the process quietly with
+/// status 0 instead of panicking as std's macro does; another write error is one
+/// `error:` line.
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// `println!` through the crate's [`print!`].
+macro_rules! println {
+    () => {
+        print!("\n")
+    };
+    ($($arg:tt)*) => {
+        print!("{}\n", format_args!($($arg)*))
+    };
+}
+
 mod bench;
 mod compile;
 mod graph;
@@ -59,11 +79,14 @@ fn opt_level_arg() -> clap::builder::RangedI64ValueParser<u8> {
     clap::value_parser!(u8).range(0..=i64::from(kiln::layers::rewrite::pass::MAX_OPT_LEVEL))
 }
 
-/// A count that must be at least 1.
+/// The largest `--repeat` or `--number` accepted.
+const MAX_COUNT: usize = 1_000_000;
+
+/// A count from 1 to [`MAX_COUNT`].
 fn count_arg(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err("expected a whole number, at least 1".to_string()),
+        Ok(n) if (1..=MAX_COUNT).contains(&n) => Ok(n),
+        _ => Err(format!("expected a whole number from 1 to {MAX_COUNT}")),
     }
 }
 
@@ -251,6 +274,19 @@ fn command() -> clap::Command {
     cmd
 }
 
+/// Writes to stdout; see [`print!`].
+fn write_stdout(args: std::fmt::Arguments) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: writing to stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match command()
         .try_get_matches()
@@ -390,13 +426,20 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
     }
 }
 
-/// `outer: inner: innermost`, on one line.
+/// `outer: inner: innermost`, on one line, each cause once: a cause that its outer
+/// error's message already ends with (`{path}: {source}`) is not repeated.
 fn format_chain(e: &anyhow::Error) -> String {
-    let text = e
-        .chain()
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join(": ");
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if text.ends_with(&c) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&c);
+    }
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 

@@ -12,12 +12,16 @@ use kiln_ir::{DType, ExprId, ExprKind, FnAttrs, Module, NDArray, Type};
 
 use crate::error::{Error, Result, UnsupportedNode};
 use crate::ops;
-use crate::proto::{self, AttributeProto, ModelProto, NodeProto};
+use crate::proto::{self, AttributeProto, AttributeType, ModelProto, NodeProto};
 use crate::tensor::{dtype_from_onnx, tensor_from_proto};
 
 /// Folded constants larger than this many elements stay computed at run time, so that a
 /// model cannot make the importer allocate without bound.
 const FOLD_LIMIT: usize = 1 << 24;
+
+/// The highest opset version accepted (ONNX's releases are far below it; a larger or
+/// non-positive version is a corrupt model).
+const MAX_OPSET: i64 = 100;
 
 /// Whether `domain` names ONNX's default operator set.
 fn is_default_domain(domain: &str) -> bool {
@@ -62,11 +66,14 @@ pub(crate) fn unsupported_nodes(model: &ModelProto) -> Vec<UnsupportedNode> {
         .collect()
 }
 
-/// One node being converted: the proto plus what error messages and rules need.
+/// One node being converted: the proto plus what error messages and rules need. An
+/// attribute read as a type it does not have is recorded in `misread` (the accessors
+/// return the default) and turned into an error naming it once the node is converted.
 pub(crate) struct Node<'a> {
     pub proto: &'a NodeProto,
     pub op_type: &'a str,
     pub opset: i64,
+    pub misread: std::cell::RefCell<Option<String>>,
 }
 
 impl Node<'_> {
@@ -78,24 +85,48 @@ impl Node<'_> {
             .find(|a| a.name.as_deref() == Some(name))
     }
 
+    /// The attribute `name` if present and of type `want`; a present attribute of
+    /// another type is recorded as misread.
+    fn typed_attr(&self, name: &str, want: AttributeType) -> Option<&AttributeProto> {
+        let a = self.attr(name)?;
+        let kind = attr_kind(a);
+        if kind == Some(want) {
+            return Some(a);
+        }
+        let mut misread = self.misread.borrow_mut();
+        if misread.is_none() {
+            *misread = Some(format!(
+                "attribute `{name}` must be {}, found {}",
+                kind_name(Some(want)),
+                kind_name(kind)
+            ));
+        }
+        None
+    }
+
     /// Integer attribute `name`, or `default`.
     pub fn int(&self, name: &str, default: i64) -> i64 {
-        self.attr(name).and_then(|a| a.i).unwrap_or(default)
+        self.typed_attr(name, AttributeType::Int)
+            .and_then(|a| a.i)
+            .unwrap_or(default)
     }
 
     /// Float attribute `name`, or `default`.
     pub fn float(&self, name: &str, default: f32) -> f32 {
-        self.attr(name).and_then(|a| a.f).unwrap_or(default)
+        self.typed_attr(name, AttributeType::Float)
+            .and_then(|a| a.f)
+            .unwrap_or(default)
     }
 
     /// Integer-list attribute `name`, if present.
     pub fn ints(&self, name: &str) -> Option<Vec<i64>> {
-        self.attr(name).map(|a| a.ints.clone())
+        self.typed_attr(name, AttributeType::Ints)
+            .map(|a| a.ints.clone())
     }
 
     /// String attribute `name`, or `default`.
     pub fn string(&self, name: &str, default: &str) -> String {
-        self.attr(name)
+        self.typed_attr(name, AttributeType::String)
             .and_then(|a| a.s.as_ref())
             .map(|s| String::from_utf8_lossy(s).into_owned())
             .unwrap_or_else(|| default.to_string())
@@ -120,6 +151,81 @@ impl Node<'_> {
     pub fn num_outputs(&self) -> usize {
         self.proto.output.len()
     }
+}
+
+/// The type of attribute `a`: its declared `type`, or (in models that leave it unset)
+/// the one value field that is set; `None` when neither says.
+fn attr_kind(a: &AttributeProto) -> Option<AttributeType> {
+    if let Some(t) = a.r#type.and_then(|t| AttributeType::try_from(t).ok()) {
+        return (t != AttributeType::Undefined).then_some(t);
+    }
+    let set = [
+        (a.i.is_some(), AttributeType::Int),
+        (a.f.is_some(), AttributeType::Float),
+        (a.s.is_some(), AttributeType::String),
+        (a.t.is_some(), AttributeType::Tensor),
+        (a.g.is_some(), AttributeType::Graph),
+        (!a.ints.is_empty(), AttributeType::Ints),
+        (!a.floats.is_empty(), AttributeType::Floats),
+        (!a.strings.is_empty(), AttributeType::Strings),
+        (!a.tensors.is_empty(), AttributeType::Tensors),
+        (!a.graphs.is_empty(), AttributeType::Graphs),
+    ];
+    let mut kinds = set.iter().filter(|(s, _)| *s).map(|&(_, k)| k);
+    match (kinds.next(), kinds.next()) {
+        (Some(k), None) => Some(k),
+        _ => None,
+    }
+}
+
+fn kind_name(k: Option<AttributeType>) -> &'static str {
+    match k {
+        Some(AttributeType::Int) => "an int",
+        Some(AttributeType::Float) => "a float",
+        Some(AttributeType::String) => "a string",
+        Some(AttributeType::Tensor) => "a tensor",
+        Some(AttributeType::Graph) => "a graph",
+        Some(AttributeType::Ints) => "a list of ints",
+        Some(AttributeType::Floats) => "a list of floats",
+        Some(AttributeType::Strings) => "a list of strings",
+        Some(AttributeType::Tensors) => "a list of tensors",
+        Some(AttributeType::Graphs) => "a list of graphs",
+        Some(_) => "a type kiln does not read",
+        None => "no value of one type",
+    }
+}
+
+/// Checks a node's attributes before it is converted: each named once, and holding a
+/// value of the type it declares.
+fn check_attributes(n: &NodeProto) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for a in &n.attribute {
+        let name = a.name.as_deref().unwrap_or("");
+        if name.is_empty() {
+            return Err(Error::InvalidModel("an attribute has no name".into()));
+        }
+        if !seen.insert(name) {
+            return Err(Error::InvalidModel(format!(
+                "attribute `{name}` is given twice"
+            )));
+        }
+        let declared = a.r#type.and_then(|t| AttributeType::try_from(t).ok());
+        let holds = match declared {
+            Some(AttributeType::Int) => a.i.is_some(),
+            Some(AttributeType::Float) => a.f.is_some(),
+            Some(AttributeType::String) => a.s.is_some(),
+            Some(AttributeType::Tensor) => a.t.is_some(),
+            Some(AttributeType::Graph) => a.g.is_some(),
+            _ => true,
+        };
+        if !holds {
+            return Err(Error::InvalidModel(format!(
+                "attribute `{name}` is declared {} but holds no such value",
+                kind_name(declared)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The state of one import: the module under construction, the value each ONNX name is
@@ -223,6 +329,23 @@ impl Importer {
         self.m.constant(value)
     }
 
+    /// An error unless a `shape` tensor of `dtype` fits the memory budget; `what` names
+    /// the tensor. Every constant sized by the model is checked before it is built.
+    pub fn check_alloc(&self, what: &str, shape: &[usize], dtype: DType) -> Result<()> {
+        kiln_ir::tensor::budget::checked_bytes(what, shape, dtype)?;
+        Ok(())
+    }
+
+    /// A `shape` tensor of `dtype` filled with `v`: a constant when small, else a scalar
+    /// broadcast at run time (so `inspect` of a huge `ConstantOfShape` allocates nothing).
+    pub fn filled(&mut self, shape: &[usize], dtype: DType, v: f64) -> Result<ExprId> {
+        if kiln_ir::tensor::budget::checked_numel(shape)? <= FOLD_LIMIT {
+            return Ok(self.constant(NDArray::full(shape.to_vec(), dtype, v)));
+        }
+        let s = self.scalar(v, dtype);
+        self.broadcast_to(s, shape)
+    }
+
     /// A rank-0 constant `v` of `dtype`.
     pub fn scalar(&mut self, v: f64, dtype: DType) -> ExprId {
         self.m
@@ -283,13 +406,39 @@ impl Importer {
         self.call(op::Where, &[cond, a, b])
     }
 
-    /// `x` broadcast to `shape` (numpy rules), any dtype.
+    /// `x` broadcast to `shape` (numpy rules), any dtype: one `where(ones, x, x)` per
+    /// axis that grows, each over a bool constant spanning that axis alone, so the
+    /// constants hold the sum of the extents, not their product.
     pub fn broadcast_to(&mut self, x: ExprId, shape: &[usize]) -> Result<ExprId> {
-        if self.shape(x)? == shape {
+        let xs = self.shape(x)?;
+        if xs == shape {
             return Ok(x);
         }
-        let ones = self.constant(NDArray::full(shape.to_vec(), DType::Bool, 1.0));
-        self.select(ones, x, x)
+        let r = shape.len();
+        if xs.len() > r {
+            return Err(Error::InvalidModel(format!(
+                "cannot broadcast shape {xs:?} to the lower rank of {shape:?}"
+            )));
+        }
+        let mut full = vec![1; r - xs.len()];
+        full.extend(&xs);
+        let mut y = self.reshape(x, &full)?;
+        for a in 0..r {
+            if full[a] == shape[a] {
+                continue;
+            }
+            if full[a] != 1 {
+                return Err(Error::InvalidModel(format!(
+                    "cannot broadcast shape {xs:?} to {shape:?}"
+                )));
+            }
+            let mut axis_shape = vec![1; r];
+            axis_shape[a] = shape[a];
+            self.check_alloc("a broadcast mask", &axis_shape, DType::Bool)?;
+            let ones = self.constant(NDArray::full(axis_shape, DType::Bool, 1.0));
+            y = self.select(ones, y, y)?;
+        }
+        Ok(y)
     }
 
     /// Evaluates `id` (which must depend on constants only) in the reference interpreter.
@@ -420,8 +569,12 @@ impl Importer {
                 }
             }
         }
+        check_attributes(n.proto)?;
         let fold = n.num_inputs() > 0 && self.all_inputs_constant(n);
         let outs = ops::convert(self, n)?;
+        if let Some(m) = n.misread.take() {
+            return Err(Error::InvalidModel(m));
+        }
         for (i, name) in n.proto.output.iter().enumerate() {
             if name.is_empty() {
                 continue;
@@ -449,7 +602,14 @@ impl Importer {
                 }
                 _ => id,
             };
-            self.values.insert(name.clone(), id);
+            if self.values.insert(name.clone(), id).is_some()
+                || self.initializers.contains_key(name)
+            {
+                return Err(Error::InvalidModel(format!(
+                    "output `{name}` is already defined by an input, initializer or earlier \
+                     node (ONNX values are assigned once)"
+                )));
+            }
         }
         Ok(())
     }
@@ -472,16 +632,27 @@ fn input_type(vi: &proto::ValueInfoProto, shapes: &BTreeMap<String, Vec<usize>>)
         other => other,
     })?;
     if let Some(shape) = shapes.get(name) {
-        if let Some(sp) = &t.shape
-            && sp.dim.len() != shape.len()
-        {
-            return Err(Error::InvalidModel(format!(
-                "the shape given for input `{name}` has rank {} but the model says rank {}",
-                shape.len(),
-                sp.dim.len()
-            )));
+        if let Some(sp) = &t.shape {
+            if sp.dim.len() != shape.len() {
+                return Err(Error::InvalidModel(format!(
+                    "the shape given for input `{name}` has rank {} but the model says rank {}",
+                    shape.len(),
+                    sp.dim.len()
+                )));
+            }
+            for (i, (d, &given)) in sp.dim.iter().zip(shape).enumerate() {
+                use proto::tensor_shape_proto::dimension::Value;
+                if let Some(Value::DimValue(v)) = d.value
+                    && u64::try_from(v).ok() != Some(given as u64)
+                {
+                    return Err(Error::InvalidModel(format!(
+                        "the shape given for input `{name}` has {given} at dim {i}, where \
+                         the model fixes {v}"
+                    )));
+                }
+            }
         }
-        return Ok(Type::tensor(shape.clone(), dtype));
+        return checked_input_type(name, shape.clone(), dtype);
     }
     let Some(sp) = &t.shape else {
         return Err(Error::InvalidModel(format!(
@@ -510,7 +681,20 @@ fn input_type(vi: &proto::ValueInfoProto, shapes: &BTreeMap<String, Vec<usize>>)
             }
         }
     }
-    Ok(Type::tensor(shape, dtype))
+    checked_input_type(name, shape, dtype)
+}
+
+/// The type of graph input `name`, refused when its element count is beyond what a
+/// tensor type may hold.
+fn checked_input_type(name: &str, shape: Vec<usize>, dtype: DType) -> Result<Type> {
+    let t = kiln_ir::TensorType::new(shape, dtype);
+    if t.is_oversized() {
+        return Err(Error::Ir(kiln_ir::Error::LimitExceeded(format!(
+            "input `{name}` of shape {:?} has more than 2^56 elements",
+            t.shape
+        ))));
+    }
+    Ok(Type::Tensor(t))
 }
 
 /// Imports a decoded model.
@@ -532,6 +716,16 @@ pub(crate) fn import_model(
         return Err(Error::InvalidModel(
             "the model imports no version of the default ONNX domain (opset_import)".into(),
         ));
+    }
+    if let Some(bad) = model
+        .opset_import
+        .iter()
+        .filter_map(|o| o.version)
+        .find(|v| !(1..=MAX_OPSET).contains(v))
+    {
+        return Err(Error::InvalidModel(format!(
+            "opset_import version {bad} is outside 1..={MAX_OPSET}"
+        )));
     }
     for name in shapes.keys().chain(constants.keys()) {
         if !graph
@@ -589,6 +783,7 @@ pub(crate) fn import_model(
             proto: p,
             op_type: p.op_type.as_deref().unwrap_or(""),
             opset,
+            misread: Default::default(),
         };
         imp.convert_node(&n).map_err(|e| Error::AtNode {
             index,

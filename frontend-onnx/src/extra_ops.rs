@@ -468,6 +468,7 @@ fn one_hot(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         return Err(Error::InvalidModel(format!("OneHot depth {depth}")));
     }
     let depth = depth as usize;
+    imp.check_alloc("the OneHot positions", &[depth], DType::I64)?;
     let values = imp.input(n, 2)?;
     let is = imp.shape(idx)?;
     let r = is.len() + 1;

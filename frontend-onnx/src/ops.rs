@@ -610,6 +610,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         "Gather" => {
             let x = imp.input(n, 0)?;
             let idx = imp.input(n, 1)?;
+            check_gather_indices(imp, n, x)?;
             one(imp.call(
                 op::Take {
                     axis: Some(n.int("axis", 0)),
@@ -646,6 +647,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
                 }
                 let r = usize::try_from(r)
                     .map_err(|_| Error::InvalidModel(format!("Tile repeat {r} is negative")))?;
+                imp.check_alloc("the Tile index list", &[r, d], DType::I64)?;
                 let idx = (0..r * d).map(|i| (i % d.max(1)) as i64).collect();
                 x = take(imp, x, idx, ax)?;
             }
@@ -667,14 +669,8 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
                 Some(t) => crate::tensor::tensor_from_proto(t, "ConstantOfShape value")?,
                 None => NDArray::scalar(0.0f32),
             };
-            let v = value.to_f64_vec().first().copied().unwrap_or(0.0);
-            let numel: usize = shape.iter().product();
-            if numel <= 1 << 24 {
-                one(imp.constant(NDArray::full(shape, value.dtype(), v)))
-            } else {
-                let s = imp.scalar(v, value.dtype());
-                one(imp.broadcast_to(s, &shape)?)
-            }
+            let v = single(&value, "ConstantOfShape value")?;
+            one(imp.filled(&shape, value.dtype(), v)?)
         }
         "Shape" => {
             let x = imp.input(n, 0)?;
@@ -699,20 +695,28 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
                 })
                 .collect::<Result<Vec<_>>>()?;
             let dtype = vals[0].dtype();
-            let [start, limit, delta] = [0, 1, 2].map(|i| vals[i].to_f64_vec()[0]);
-            if delta == 0.0 {
-                return Err(Error::InvalidModel("Range delta is 0".into()));
+            let [start, limit, delta] = [
+                single(&vals[0], "Range start")?,
+                single(&vals[1], "Range limit")?,
+                single(&vals[2], "Range delta")?,
+            ];
+            if delta == 0.0 || !(start.is_finite() && limit.is_finite() && delta.is_finite()) {
+                return Err(Error::InvalidModel(format!(
+                    "Range({start}, {limit}, {delta}) needs finite values and a non-zero delta"
+                )));
             }
-            let count = ((limit - start) / delta).ceil().max(0.0) as usize;
-            if count > 1 << 24 {
+            let count = ((limit - start) / delta).ceil().max(0.0);
+            if count > (1 << 24) as f64 {
                 return Err(Error::Unsupported(format!("Range of {count} elements")));
             }
+            let count = count as usize;
             let v = if dtype.is_float() {
-                let (s, d) = (vals[0].to_f64_vec()[0], vals[2].to_f64_vec()[0]);
-                (0..count).map(|i| s + i as f64 * d).collect()
+                (0..count).map(|i| start + i as f64 * delta).collect()
             } else {
                 let (s, d) = (vals[0].to_i64_vec()[0], vals[2].to_i64_vec()[0]);
-                (0..count).map(|i| (s + i as i64 * d) as f64).collect()
+                (0..count)
+                    .map(|i| s.wrapping_add((i as i64).wrapping_mul(d)) as f64)
+                    .collect()
             };
             one(imp.constant(NDArray::from_f64([count], dtype, v)?))
         }
@@ -721,12 +725,26 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     }
 }
 
+/// An error unless `n` lists exactly `count` inputs (for ops whose ONNX arity is fixed).
+fn expect_inputs(n: &Node, count: usize) -> Result<()> {
+    if n.num_inputs() != count {
+        return Err(Error::InvalidModel(format!(
+            "{} takes {count} input(s), the node lists {}",
+            n.op_type,
+            n.num_inputs()
+        )));
+    }
+    Ok(())
+}
+
 fn unary(imp: &mut Importer, n: &Node, kind: U) -> Result<Vec<ExprId>> {
+    expect_inputs(n, 1)?;
     let x = imp.input(n, 0)?;
     Ok(vec![imp.unary(kind, x)?])
 }
 
 fn binary(imp: &mut Importer, n: &Node, kind: B) -> Result<Vec<ExprId>> {
+    expect_inputs(n, 2)?;
     let a = imp.input(n, 0)?;
     let b = imp.input(n, 1)?;
     Ok(vec![imp.binary(kind, a, b)?])
@@ -746,6 +764,35 @@ fn softplus(imp: &mut Importer, x: ExprId) -> Result<ExprId> {
     let e = imp.unary(U::Exp, x)?;
     let s = imp.binary(B::Add, e, onec)?;
     imp.unary(U::Log, s)
+}
+
+/// Gather's indices, when known at import, must lie in `[-s, s - 1]` for the axis extent
+/// `s` (ONNX says out-of-range indices are an error; kiln would wrap them).
+fn check_gather_indices(imp: &Importer, n: &Node, x: ExprId) -> Result<()> {
+    let Some(indices) = n.input_name(1).and_then(|name| imp.known(name)) else {
+        return Ok(());
+    };
+    let shape = imp.shape(x)?;
+    let a = axis(n.int("axis", 0), shape.len())?;
+    let s = shape[a] as i64;
+    if let Some(bad) = indices.to_i64_vec().into_iter().find(|&i| i < -s || i >= s) {
+        return Err(Error::InvalidModel(format!(
+            "Gather index {bad} is out of range for axis {a} of extent {s}"
+        )));
+    }
+    Ok(())
+}
+
+/// The one value of a tensor that must hold exactly one (a scalar input such as Clip's
+/// `min`); `what` names it in the error.
+fn single(t: &NDArray, what: &str) -> Result<f64> {
+    match t.to_f64_vec().as_slice() {
+        [v] => Ok(*v),
+        vs => Err(Error::InvalidModel(format!(
+            "{what} must hold one value, it holds {}",
+            vs.len()
+        ))),
+    }
 }
 
 /// Non-negative dims from a list of integers.
@@ -804,8 +851,14 @@ fn clip(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             Some(n.float("max", f32::INFINITY) as f64),
         )
     } else {
-        let lo = imp.const_input(n, 1)?.map(|t| t.to_f64_vec()[0]);
-        let hi = imp.const_input(n, 2)?.map(|t| t.to_f64_vec()[0]);
+        let lo = imp
+            .const_input(n, 1)?
+            .map(|t| single(&t, "Clip min"))
+            .transpose()?;
+        let hi = imp
+            .const_input(n, 2)?
+            .map(|t| single(&t, "Clip max"))
+            .transpose()?;
         (lo, hi)
     };
     let mut y = x;
@@ -1122,7 +1175,9 @@ fn conv_transpose(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             let mut zs = one.clone();
             zs[a + 1] = s - 1;
             let dt = imp.dtype(y)?;
-            let zeros = imp.constant(NDArray::zeros(zs, dt));
+            imp.check_alloc("the ConvTranspose zero insertion", &zs, dt)?;
+            imp.check_alloc("the ConvTranspose index list", &[sh[a], s], DType::I64)?;
+            let zeros = imp.filled(&zs, dt, 0.0)?;
             let t = imp.m.tuple(&[y1, zeros])?;
             let cat = imp.call(op::Concatenate::new((a + 1) as i64), &[t])?;
             let mut flat = sh.clone();
@@ -1774,6 +1829,22 @@ fn pad(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             continue;
         }
         let d = imp.shape(x)?[a] as i64;
+        if d == 0 && mode != "constant" {
+            return Err(Error::Unsupported(format!(
+                "Pad mode `{mode}` of an empty axis"
+            )));
+        }
+        // The padded extent, checked before any index list of that length is made.
+        let extent = i128::from(d) + i128::from(b) + i128::from(e);
+        let Some(extent) = usize::try_from(extent)
+            .ok()
+            .filter(|&x| x as u64 <= 1 << 56)
+        else {
+            return Err(Error::InvalidModel(format!(
+                "Pad pads ({b}, {e}) give axis {a} of length {d} the extent {extent}"
+            )));
+        };
+        imp.check_alloc("the Pad index list", &[extent], DType::I64)?;
         let (b0, e0) = (b.max(-d), e.max(-d));
         // Index of each output position along the axis, or -1 for the constant fill.
         let positions = (-b0)..(d + e0);
@@ -1794,11 +1865,6 @@ fn pad(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
                 )));
             }
         };
-        if d == 0 && mode != "constant" {
-            return Err(Error::Unsupported(format!(
-                "Pad mode `{mode}` of an empty axis"
-            )));
-        }
         if mode == "constant" {
             let inner: Vec<i64> = idx.iter().copied().filter(|&p| p >= 0 && p < d).collect();
             let (before, after) = (b.max(0) as usize, e.max(0) as usize);
@@ -1812,7 +1878,7 @@ fn pad(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             let fill = |len: usize, imp: &mut Importer| -> Result<ExprId> {
                 let mut s = imp.shape(core)?;
                 s[a] = len;
-                Ok(imp.constant(NDArray::full(s, dtype, value)))
+                imp.filled(&s, dtype, value)
             };
             if before > 0 {
                 parts.push(fill(before, imp)?);
@@ -1844,8 +1910,17 @@ fn depth_space(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     if b < 1 {
         return Err(Error::InvalidModel(format!("blocksize {b}")));
     }
-    let b = b as usize;
     let (nb, c, h, w) = (s[0], s[1], s[2], s[3]);
+    // b·b, h·b, w·b and c·b·b all fit when b·b does not exceed the element count.
+    let b = usize::try_from(b)
+        .ok()
+        .filter(|&b| {
+            b.checked_mul(b)
+                .is_some_and(|bb| bb <= c.max(h.saturating_mul(w)).max(1))
+        })
+        .ok_or_else(|| {
+            Error::InvalidModel(format!("blocksize {b} is larger than data {s:?} allows"))
+        })?;
     let y = if n.op_type == "DepthToSpace" {
         if c % (b * b) != 0 {
             return Err(Error::InvalidModel(format!("{c} channels, blocksize {b}")));

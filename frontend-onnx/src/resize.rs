@@ -11,7 +11,7 @@
 //! then writes `extrapolation_value` where the source coordinate falls outside the input.
 
 use kiln_ir::op;
-use kiln_ir::{ExprId, NDArray};
+use kiln_ir::{DType, ExprId, NDArray};
 
 use crate::convert::{Importer, Node};
 use crate::error::{Error, Result};
@@ -311,7 +311,7 @@ pub(crate) fn resize(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             }
         }
         (None, Some(sc)) => {
-            if sc.len() != k || sc.iter().any(|&s| s <= 0.0) {
+            if sc.len() != k || sc.iter().any(|&s| !(s.is_finite() && s > 0.0)) {
                 return Err(Error::InvalidModel(format!(
                     "Resize scales {sc:?} for {k} axes"
                 )));
@@ -325,6 +325,17 @@ pub(crate) fn resize(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             return Err(Error::InvalidModel("Resize needs scales or sizes".into()));
         }
     };
+    // Every resized axis keeps at least one element (so each kernel's footprint is
+    // bounded by its input), and its weight matrix fits the memory budget.
+    for i in 0..k {
+        if (output[i] == 0 && input[i] != 0) || !scale[i].is_finite() || scale[i] <= 0.0 {
+            return Err(Error::Unsupported(format!(
+                "Resize of axis {} from {} to {} elements (scale {})",
+                axes[i], input[i], output[i], scale[i]
+            )));
+        }
+        imp.check_alloc("the Resize weights", &[output[i], input[i]], DType::I64)?;
+    }
     let roi = match roi {
         Some(v) if kernel.transform == "tf_crop_and_resize" => {
             if v.len() != 2 * k && v.len() != 2 * r {

@@ -1,6 +1,8 @@
 //! The one error type of the `ir` crate. Its variants say whose fault it is: bad user
 //! input (`Parse`, `Type`, `InvalidModel`, `InvalidArgument`, `InvalidFile`), something
-//! kiln does not do yet (`Unsupported`), or a failure while evaluating (`Eval`).
+//! kiln does not do yet (`Unsupported`), input asking for more than the limits allow
+//! (`LimitExceeded`: the memory budget, overflowing sizes, call depth), or a failure
+//! while evaluating (`Eval`).
 
 use std::path::PathBuf;
 
@@ -37,6 +39,10 @@ pub enum Error {
     /// A feature kiln does not implement yet; the message names what is missing.
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// Input that asks for more than kiln's limits allow (memory beyond the budget, sizes
+    /// that overflow, calls nested too deep); the message names the request and the limit.
+    #[error("{0}")]
+    LimitExceeded(String),
     /// A failure while evaluating an expression in the reference interpreter.
     #[error("evaluation error: {0}")]
     Eval(String),

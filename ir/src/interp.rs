@@ -2,16 +2,22 @@
 //! each op's reference evaluation. It is the oracle of the whole project — clear before
 //! fast. Nodes are evaluated in topological order, each once (shared subgraphs are not
 //! recomputed), and a value is dropped as soon as its last user has run, so peak memory
-//! stays near that of the live tensors.
+//! stays near that of the live tensors. Before an op runs, its result plus the live
+//! values must fit the memory budget ([`crate::tensor::budget`]), and calls nest at most
+//! [`MAX_CALL_DEPTH`] deep, so a model asking for too much is an error, not an abort.
 
 use std::collections::{BTreeMap, HashMap};
 
 use crate::error::{Error, Result};
 use crate::expr::{Callee, ExprId, ExprKind, Module};
 use crate::tensor::NDArray;
+use crate::tensor::budget;
 use crate::ty::Type;
 use crate::value::Value;
 use crate::visit::body_order;
+
+/// How deeply function calls may nest during one evaluation.
+pub const MAX_CALL_DEPTH: usize = 200;
 
 /// Named tensors: a model's inputs and params, bound to `@main`'s parameters by name.
 pub type Inputs = BTreeMap<String, NDArray>;
@@ -47,6 +53,16 @@ pub fn evaluate(m: &Module, inputs: &Inputs) -> Result<Value> {
 
 /// Calls the function literal `func` on `args`, checking each argument's type.
 pub fn evaluate_function(m: &Module, func: ExprId, args: Vec<Value>) -> Result<Value> {
+    call_function(m, func, args, 0)
+}
+
+/// [`evaluate_function`] at call depth `depth`.
+fn call_function(m: &Module, func: ExprId, args: Vec<Value>, depth: usize) -> Result<Value> {
+    if depth >= MAX_CALL_DEPTH {
+        return Err(Error::LimitExceeded(format!(
+            "function calls nest more than {MAX_CALL_DEPTH} deep (at {func})"
+        )));
+    }
     let f = m.function_at(func)?;
     if args.len() != f.params.len() {
         return Err(Error::InvalidArgument(format!(
@@ -66,7 +82,7 @@ pub fn evaluate_function(m: &Module, func: ExprId, args: Vec<Value>) -> Result<V
         }
         env.insert(p, v);
     }
-    Frame::new(m, f.body, env).run()
+    Frame::new(m, f.body, env, depth).run()
 }
 
 /// One function activation: the values computed so far and how many users each has
@@ -77,10 +93,13 @@ struct Frame<'m> {
     order: Vec<ExprId>,
     env: HashMap<ExprId, Value>,
     uses_left: HashMap<ExprId, usize>,
+    /// Bytes held by the values in `env`.
+    live_bytes: usize,
+    depth: usize,
 }
 
 impl<'m> Frame<'m> {
-    fn new(m: &'m Module, body: ExprId, env: HashMap<ExprId, Value>) -> Frame<'m> {
+    fn new(m: &'m Module, body: ExprId, env: HashMap<ExprId, Value>, depth: usize) -> Frame<'m> {
         let order = body_order(m, body);
         let mut uses_left: HashMap<ExprId, usize> = HashMap::new();
         for &id in &order {
@@ -89,12 +108,15 @@ impl<'m> Frame<'m> {
             }
         }
         *uses_left.entry(body).or_default() += 1;
+        let live_bytes = env.values().map(value_bytes).sum();
         Frame {
             m,
             body,
             order,
             env,
             uses_left,
+            live_bytes,
+            depth,
         }
     }
 
@@ -109,11 +131,15 @@ impl<'m> Frame<'m> {
                 ExprKind::Var { name } => {
                     return Err(Error::Eval(format!("variable %{name} ({id}) is not bound")));
                 }
-                _ => self.eval_node(id)?,
+                _ => {
+                    self.check_budget(id)?;
+                    self.eval_node(id)?
+                }
             };
             for c in operands(self.m, id) {
                 self.release(c);
             }
+            self.live_bytes += value_bytes(&value);
             self.env.insert(id, value);
         }
         self.take(self.body)
@@ -129,8 +155,10 @@ impl<'m> Frame<'m> {
     fn release(&mut self, id: ExprId) {
         if let Some(n) = self.uses_left.get_mut(&id) {
             *n -= 1;
-            if *n == 0 {
-                self.env.remove(&id);
+            if *n == 0
+                && let Some(v) = self.env.remove(&id)
+            {
+                self.live_bytes -= value_bytes(&v);
             }
         }
     }
@@ -139,6 +167,22 @@ impl<'m> Frame<'m> {
         self.env
             .remove(&id)
             .ok_or_else(|| Error::Eval(format!("{id} was used before it was computed")))
+    }
+
+    /// An error if node `id`'s result, with the values live now, exceeds the budget.
+    fn check_budget(&self, id: ExprId) -> Result<()> {
+        let what = || match self.m.kind(id) {
+            ExprKind::Call {
+                callee: Callee::Op(op),
+                ..
+            } => format!("the result of `{}` ({id})", op.name()),
+            _ => format!("the value of {id}"),
+        };
+        let need = type_bytes(self.m.ty(id)).ok_or_else(|| {
+            Error::LimitExceeded(format!("{} has more bytes than fit in memory", what()))
+        })?;
+        let total = need.checked_add(self.live_bytes).unwrap_or(usize::MAX);
+        budget::check_request(&format!("{} (with the values live)", what()), total)
     }
 
     fn eval_node(&self, id: ExprId) -> Result<Value> {
@@ -162,12 +206,12 @@ impl<'m> Frame<'m> {
                         Ok(out)
                     }
                     Callee::Expr(f) => match m.kind(*f) {
-                        ExprKind::Function(_) => evaluate_function(m, *f, vals),
+                        ExprKind::Function(_) => call_function(m, *f, vals, self.depth + 1),
                         ExprKind::GlobalVar(name) => {
                             let g = m.global_id(name).ok_or_else(|| {
                                 Error::Eval(format!("unknown global function @{name}"))
                             })?;
-                            evaluate_function(m, g, vals)
+                            call_function(m, g, vals, self.depth + 1)
                         }
                         _ => Err(Error::Unsupported(format!(
                             "calling {f}, a function-typed value that is not a function literal or global"
@@ -200,6 +244,27 @@ fn operands(m: &Module, id: ExprId) -> Vec<ExprId> {
         ExprKind::Call { args, .. } => args.clone(),
         ExprKind::Function(_) => vec![],
         other => other.children(),
+    }
+}
+
+/// Bytes held by a value.
+fn value_bytes(v: &Value) -> usize {
+    match v {
+        Value::Tensor(t) => t.numel() * t.dtype().size_bytes(),
+        Value::Tuple(vs) => vs.iter().map(value_bytes).sum(),
+    }
+}
+
+/// Bytes a value of type `ty` holds (`None` when that overflows); functions hold none.
+fn type_bytes(ty: &Type) -> Option<usize> {
+    match ty {
+        Type::Tensor(t) => budget::checked_numel(&t.shape)
+            .ok()?
+            .checked_mul(t.dtype.size_bytes()),
+        Type::Tuple(fields) => fields
+            .iter()
+            .try_fold(0usize, |n, f| n.checked_add(type_bytes(f)?)),
+        Type::Func(_) => Some(0),
     }
 }
 
@@ -277,5 +342,49 @@ mod tests {
             e.contains("`z` is not a parameter of @main (parameters: x, y)"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn results_beyond_the_memory_budget_are_errors() {
+        // (2^20, 1) + (1, 2^20) float32 is 4 TiB: far beyond any budget.
+        let mut m = Module::new();
+        let a = m.var("a", Type::tensor([1 << 20, 1], DType::F32));
+        let b = m.var("b", Type::tensor([1, 1 << 20], DType::F32));
+        let add = crate::op::Binary {
+            kind: crate::op::BinaryKind::Add,
+        };
+        let y = m.call(add, &[a, b]).unwrap();
+        m.set_main(&[a, b], y).unwrap();
+        let mut i = Inputs::new();
+        i.insert("a".into(), NDArray::zeros([1 << 20, 1], DType::F32));
+        i.insert("b".into(), NDArray::zeros([1, 1 << 20], DType::F32));
+        let e = evaluate(&m, &i).unwrap_err();
+        assert!(matches!(e, Error::LimitExceeded(_)), "{e}");
+        assert!(
+            e.to_string().contains("the result of `add`")
+                && e.to_string().contains("memory budget"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn deeply_nested_calls_are_errors() {
+        // f_0(x) = x, f_k(x) = f_{k-1}(x): a chain of calls deeper than the limit.
+        let mut m = Module::new();
+        let ty = Type::tensor([1], DType::F32);
+        let p = m.var("p0", ty.clone());
+        let mut f = m.function(&[p], p, FnAttrs::default()).unwrap();
+        for k in 1..=MAX_CALL_DEPTH + 5 {
+            let p = m.var(format!("p{k}"), ty.clone());
+            let c = m.call_function(f, &[p]).unwrap();
+            f = m.function(&[p], c, FnAttrs::default()).unwrap();
+        }
+        let x = m.var("x", ty);
+        let c = m.call_function(f, &[x]).unwrap();
+        m.set_main(&[x], c).unwrap();
+        let mut i = Inputs::new();
+        i.insert("x".into(), NDArray::zeros([1], DType::F32));
+        let e = evaluate(&m, &i).unwrap_err();
+        assert!(e.to_string().contains("nest more than 200 deep"), "{e}");
     }
 }

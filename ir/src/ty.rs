@@ -33,9 +33,13 @@ impl TensorType {
         self.shape.len()
     }
 
-    /// Number of elements.
+    /// Number of elements, saturating at `usize::MAX` for a shape whose product
+    /// overflows (only a type that is [oversized](Self::is_oversized) can).
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        if self.shape.contains(&0) {
+            return 0;
+        }
+        self.shape.iter().fold(1usize, |n, &d| n.saturating_mul(d))
     }
 
     /// Whether the element count exceeds [`MAX_ELEMENTS`] (or overflows computing it).
@@ -46,9 +50,9 @@ impl TensorType {
             .is_none_or(|n| n > MAX_ELEMENTS)
     }
 
-    /// Bytes of a contiguous tensor of this type.
+    /// Bytes of a contiguous tensor of this type (saturating, as [`Self::numel`]).
     pub fn size_bytes(&self) -> usize {
-        self.numel() * self.dtype.size_bytes()
+        self.numel().saturating_mul(self.dtype.size_bytes())
     }
 }
 

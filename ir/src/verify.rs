@@ -54,68 +54,57 @@ pub fn verify(m: &Module) -> Result<()> {
     }
 }
 
-/// Every invariant violation in `m` (empty when the module is sound).
+/// Every invariant violation in `m` (empty when the module is sound). Locations are
+/// named by printing the module once, and only when something is wrong.
 pub fn verify_errors(m: &Module) -> Vec<VerifyError> {
     let mut v = Verifier {
         m,
-        errors: Vec::new(),
-        names: HashMap::new(),
+        found: Vec::new(),
     };
-    v.name_nodes();
     if m.main_id().is_err() {
-        v.errors.push(VerifyError {
-            location: "module".into(),
-            message: "there is no @main function".into(),
-        });
+        v.found.push((None, "there is no @main function".into()));
     }
     v.check_nodes();
-    if v.errors.is_empty() {
+    if v.found.is_empty() {
         v.check_scopes();
     }
-    v.errors
+    if v.found.is_empty() {
+        return vec![];
+    }
+    let names = crate::text::module_binding_names(m);
+    v.found
+        .into_iter()
+        .map(|(id, message)| VerifyError {
+            location: id.map_or_else(|| "module".to_string(), |id| location(m, &names, id)),
+            message,
+        })
+        .collect()
+}
+
+/// `@def %binding (`op`)` as the printer names node `id`, or its id.
+fn location(m: &Module, names: &HashMap<ExprId, String>, id: ExprId) -> String {
+    let what = match m.get(id).map(|n| &n.kind) {
+        Ok(ExprKind::Call {
+            callee: Callee::Op(op),
+            ..
+        }) => format!(" (`{}`)", op.name()),
+        _ => String::new(),
+    };
+    match names.get(&id) {
+        Some(name) => format!("{name}{what}"),
+        None => format!("node {id}{what}"),
+    }
 }
 
 struct Verifier<'m> {
     m: &'m Module,
-    errors: Vec<VerifyError>,
-    /// Location of each node reachable from a global, as the printer names it.
-    names: HashMap<ExprId, String>,
+    /// Each problem: the node it is at (`None`: the module) and the message.
+    found: Vec<(Option<ExprId>, String)>,
 }
 
 impl Verifier<'_> {
-    fn name_nodes(&mut self) {
-        for (def, id) in self.m.globals() {
-            if self.m.get(*id).is_err() {
-                continue;
-            }
-            for (node, name) in crate::text::binding_names(self.m, *id) {
-                self.names
-                    .entry(node)
-                    .or_insert_with(|| format!("@{def} {name}"));
-            }
-        }
-    }
-
-    fn location(&self, id: ExprId) -> String {
-        let what = match self.m.get(id).map(|n| &n.kind) {
-            Ok(ExprKind::Call {
-                callee: Callee::Op(op),
-                ..
-            }) => format!(" (`{}`)", op.name()),
-            _ => String::new(),
-        };
-        match self.names.get(&id) {
-            Some(name) => format!("{name}{what}"),
-            None => format!("node {id}{what}"),
-        }
-    }
-
     fn error(&mut self, id: ExprId, message: impl Into<String>) {
-        let location = self.location(id);
-        self.errors.push(VerifyError {
-            location,
-            message: message.into(),
-        });
+        self.found.push((Some(id), message.into()));
     }
 
     /// Ids, topological order and types of every node in the arena.
@@ -336,5 +325,44 @@ mod tests {
         let err = verify(&m).unwrap_err().to_string();
         assert!(err.contains("primitive functions must be closed"), "{err}");
         let _ = x;
+    }
+
+    #[test]
+    fn errors_deep_in_many_functions_are_named() {
+        // 3,000 globals, each calling the previous; the last one's body is mistyped.
+        // Naming prints the module once (it used to print every earlier def per def).
+        let mut m = Module::new();
+        let ty = Type::tensor([2], DType::F32);
+        let mut prev: Option<String> = None;
+        for k in 0..3000 {
+            let x = m.var("x", ty.clone());
+            let body = match &prev {
+                None => x,
+                Some(name) => {
+                    let g = m.push_unchecked(
+                        ExprKind::GlobalVar(name.clone()),
+                        Type::Func(FuncType {
+                            params: vec![ty.clone()],
+                            ret: Box::new(ty.clone()),
+                        }),
+                    );
+                    m.call_function(g, &[x]).unwrap()
+                }
+            };
+            let body = if k == 2999 {
+                m.push_unchecked(ExprKind::Tuple(vec![body]), ty.clone())
+            } else {
+                body
+            };
+            let f = m.function(&[x], body, FnAttrs::default()).unwrap();
+            let name = format!("f{k}");
+            m.define(&name, f).unwrap();
+            prev = Some(name);
+        }
+        let x = m.var("x", ty.clone());
+        m.set_main(&[x], x).unwrap();
+        let errors = verify_errors(&m);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].location, "@f2999 result of @f2999");
     }
 }

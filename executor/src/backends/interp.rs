@@ -97,8 +97,10 @@ impl KernelLibrary for InterpLibrary {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceBuffer>> {
+        let mut zeros = kiln_ir::tensor::budget::try_vec("an interp device buffer", bytes)?;
+        zeros.resize(bytes, 0u8);
         Ok(Arc::new(InterpBuffer {
-            bytes: RwLock::new(vec![0; bytes]),
+            bytes: RwLock::new(zeros),
         }))
     }
 

@@ -1,7 +1,10 @@
 //! `NDArray`: a tensor value with a dtype, a static shape and contiguous row-major data.
 //! Made from and read into Rust vectors, converted between dtypes, filled at random from
 //! a seed, compared with a tolerance (`compare`) and read from / written to `.npy` (`npy`).
+//! Sizes that come from input are checked against the memory budget (`budget`) before
+//! anything is allocated; the infallible constructors are for shapes already checked.
 
+pub mod budget;
 mod compare;
 mod npy;
 
@@ -165,7 +168,7 @@ impl NDArray {
     /// A tensor from a shape and its data; the element count must match the shape.
     pub fn new(shape: impl Into<Vec<usize>>, data: Data) -> Result<NDArray> {
         let shape = shape.into();
-        let numel: usize = shape.iter().product();
+        let numel = budget::checked_numel(&shape)?;
         if numel != data.len() {
             return Err(Error::InvalidArgument(format!(
                 "shape {} holds {numel} elements but {} values were given",
@@ -189,20 +192,22 @@ impl NDArray {
         }
     }
 
-    /// A tensor of zeros (false for bool).
+    /// A tensor of zeros (false for bool). For a shape that came from input, check it
+    /// first with [`budget::checked_bytes`]: this panics on a shape that overflows.
     pub fn zeros(shape: impl Into<Vec<usize>>, dtype: DType) -> NDArray {
         let shape = shape.into();
-        let n = shape.iter().product();
+        let n = numel_of_checked(&shape);
         NDArray {
             data: Data::from_f64(dtype, std::iter::repeat_n(0.0, n)),
             shape,
         }
     }
 
-    /// A tensor with every element equal to `value` (converted to `dtype`).
+    /// A tensor with every element equal to `value` (converted to `dtype`); a shape
+    /// from input is checked first, as for [`NDArray::zeros`].
     pub fn full(shape: impl Into<Vec<usize>>, dtype: DType, value: f64) -> NDArray {
         let shape = shape.into();
-        let n = shape.iter().product();
+        let n = numel_of_checked(&shape);
         NDArray {
             data: Data::from_f64(dtype, std::iter::repeat_n(value, n)),
             shape,
@@ -216,7 +221,8 @@ impl NDArray {
     }
 
     /// A float tensor uniform in `[lo, hi)` from `seed` (integers: the whole numbers in
-    /// `[lo, hi]`; bools ignore the range).
+    /// `[lo, hi]`; bools ignore the range). A shape from input is checked first, as for
+    /// [`NDArray::zeros`].
     pub fn random_uniform(
         shape: impl Into<Vec<usize>>,
         dtype: DType,
@@ -225,7 +231,7 @@ impl NDArray {
         hi: f64,
     ) -> NDArray {
         let shape = shape.into();
-        let n: usize = shape.iter().product();
+        let n = numel_of_checked(&shape);
         let mut rng = SplitMix64::new(seed);
         let data = match dtype {
             d if d.is_float() => Data::from_f64(d, (0..n).map(|_| rng.uniform(lo, hi))),
@@ -349,9 +355,9 @@ impl NDArray {
         bytes: &[u8],
     ) -> Result<NDArray> {
         let shape = shape.into();
-        let n: usize = shape.iter().product();
-        let want = n * dtype.size_bytes();
-        if bytes.len() != want {
+        let want = budget::checked_numel(&shape)?.checked_mul(dtype.size_bytes());
+        if want != Some(bytes.len()) {
+            let want = want.map_or("more than 2^64".to_string(), |w| w.to_string());
             return Err(Error::InvalidArgument(format!(
                 "{} {dtype} needs {want} bytes, got {}",
                 fmt_shape(&shape),
@@ -391,13 +397,20 @@ impl NDArray {
     }
 }
 
-/// Row-major strides (in elements) of a shape.
+/// Row-major strides (in elements) of a shape. A stride that overflows saturates: only
+/// a shape with no elements has one, and nothing is ever read through it.
 pub fn row_major_strides(shape: &[usize]) -> Vec<usize> {
-    let mut strides = vec![1; shape.len()];
+    let mut strides = vec![1usize; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * shape[i + 1];
+        strides[i] = strides[i + 1].saturating_mul(shape[i + 1]);
     }
     strides
+}
+
+/// The element count of a shape the caller has checked; an overflow is a caller's bug.
+fn numel_of_checked(shape: &[usize]) -> usize {
+    budget::checked_numel(shape)
+        .unwrap_or_else(|e| panic!("{e}: check input shapes with tensor::budget first"))
 }
 
 #[cfg(test)]

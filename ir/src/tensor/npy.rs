@@ -34,6 +34,145 @@ fn dtype_of_descr(d: &str) -> Option<DType> {
     })
 }
 
+/// The fields of a `.npy` header.
+struct Header {
+    descr: String,
+    fortran_order: bool,
+    shape: Vec<usize>,
+}
+
+/// Parses the header, a Python dict literal with exactly the keys `'descr'` (a string),
+/// `'fortran_order'` (`True` or `False`) and `'shape'` (a tuple of whole numbers), as
+/// numpy's `read_array_header` does with `ast.literal_eval`: duplicate and unknown keys
+/// are refused (numpy would keep the last duplicate; kiln does not guess).
+fn parse_header(text: &str) -> std::result::Result<Header, String> {
+    let mut p = HeaderParser {
+        rest: text.trim_end_matches(['\n', ' ']),
+    };
+    p.expect('{')?;
+    let (mut descr, mut fortran_order, mut shape) = (None, None, None);
+    loop {
+        if p.eat('}') {
+            break;
+        }
+        let key = p.string()?;
+        p.expect(':')?;
+        let slot_taken = match key.as_str() {
+            "descr" => descr.replace(p.string()?).is_some(),
+            "fortran_order" => fortran_order.replace(p.boolean()?).is_some(),
+            "shape" => shape.replace(p.tuple()?).is_some(),
+            other => return Err(format!("unknown key '{other}'")),
+        };
+        if slot_taken {
+            return Err(format!("key '{key}' appears twice"));
+        }
+        if !p.eat(',') {
+            p.expect('}')?;
+            break;
+        }
+    }
+    if !p.rest.trim_start().is_empty() {
+        return Err(format!("text after the dict: {:?}", p.rest.trim_start()));
+    }
+    let missing = |k: &str| format!("no '{k}' key");
+    Ok(Header {
+        descr: descr.ok_or_else(|| missing("descr"))?,
+        fortran_order: fortran_order.ok_or_else(|| missing("fortran_order"))?,
+        shape: shape.ok_or_else(|| missing("shape"))?,
+    })
+}
+
+/// A cursor over the header text.
+struct HeaderParser<'a> {
+    rest: &'a str,
+}
+
+impl HeaderParser<'_> {
+    /// Skips whitespace, then consumes `c` if it comes next.
+    fn eat(&mut self, c: char) -> bool {
+        self.rest = self.rest.trim_start();
+        match self.rest.strip_prefix(c) {
+            Some(r) => {
+                self.rest = r;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn expect(&mut self, c: char) -> std::result::Result<(), String> {
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(format!("expected '{c}' at {:?}", self.near()))
+        }
+    }
+
+    fn near(&self) -> String {
+        self.rest.trim_start().chars().take(16).collect()
+    }
+
+    /// A string literal in single or double quotes, without escapes.
+    fn string(&mut self) -> std::result::Result<String, String> {
+        self.rest = self.rest.trim_start();
+        let quote = match self.rest.chars().next() {
+            Some(q @ ('\'' | '"')) => q,
+            _ => return Err(format!("expected a string at {:?}", self.near())),
+        };
+        let body = &self.rest[1..];
+        let end = body
+            .find(quote)
+            .ok_or_else(|| "unterminated string".to_string())?;
+        if body[..end].contains('\\') {
+            return Err("escapes in strings are not supported".into());
+        }
+        self.rest = &body[end + 1..];
+        Ok(body[..end].to_string())
+    }
+
+    fn boolean(&mut self) -> std::result::Result<bool, String> {
+        self.rest = self.rest.trim_start();
+        for (word, value) in [("True", true), ("False", false)] {
+            if let Some(r) = self.rest.strip_prefix(word)
+                && !r.starts_with(|c: char| c.is_alphanumeric() || c == '_')
+            {
+                self.rest = r;
+                return Ok(value);
+            }
+        }
+        Err(format!("expected True or False at {:?}", self.near()))
+    }
+
+    /// `()`, `(n,)` or `(n, m, ...)` with an optional trailing comma.
+    fn tuple(&mut self) -> std::result::Result<Vec<usize>, String> {
+        self.expect('(')?;
+        let mut dims = vec![];
+        loop {
+            if self.eat(')') {
+                break;
+            }
+            self.rest = self.rest.trim_start();
+            let len = self
+                .rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(self.rest.len());
+            let d = self.rest[..len]
+                .parse::<usize>()
+                .map_err(|_| format!("bad dimension at {:?}", self.near()))?;
+            self.rest = &self.rest[len..];
+            dims.push(d);
+            if !self.eat(',') {
+                self.expect(')')?;
+                if dims.len() == 1 {
+                    return Err("a one-element shape needs a trailing comma: (n,)".into());
+                }
+                break;
+            }
+        }
+        Ok(dims)
+    }
+}
+
 impl NDArray {
     /// The bytes of a version 1.0 `.npy` file holding this tensor.
     pub fn to_npy_bytes(&self) -> Vec<u8> {
@@ -80,46 +219,27 @@ impl NDArray {
             .get(start..start + header_len)
             .ok_or_else(|| bad("truncated .npy header".into()))?;
         let header = std::str::from_utf8(header).map_err(|_| bad("header is not text".into()))?;
-        let field = |key: &str| -> Result<&str> {
-            let pat = format!("'{key}':");
-            let at = header
-                .find(&pat)
-                .ok_or_else(|| bad(format!("header has no '{key}' field")))?;
-            Ok(header[at + pat.len()..].trim_start())
-        };
-        let descr_rest = field("descr")?;
-        let descr = descr_rest
-            .strip_prefix('\'')
-            .and_then(|r| r.split('\'').next())
-            .ok_or_else(|| bad("malformed 'descr'".into()))?;
-        let dtype = dtype_of_descr(descr).ok_or_else(|| {
+        let Header {
+            descr,
+            fortran_order,
+            shape,
+        } = parse_header(header).map_err(|m| bad(format!("bad header: {m}")))?;
+        let dtype = dtype_of_descr(&descr).ok_or_else(|| {
             bad(format!(
                 "dtype '{descr}' is not supported (kiln reads <f4, <f2, i1, u1, <i4, <i8, b1)"
             ))
         })?;
-        if field("fortran_order")?.starts_with("True") {
+        if fortran_order {
             return Err(bad(
                 "Fortran-ordered arrays are not supported; save with C order".into(),
             ));
         }
-        let shape_rest = field("shape")?;
-        let close = shape_rest
-            .find(')')
-            .ok_or_else(|| bad("malformed 'shape'".into()))?;
-        let shape = shape_rest[..close]
-            .trim_start_matches('(')
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| {
-                s.parse::<usize>()
-                    .map_err(|_| bad(format!("bad dimension '{s}' in shape")))
-            })
-            .collect::<Result<Vec<usize>>>()?;
         let data = &bytes[start + header_len..];
-        let n: usize = shape.iter().product();
-        let want = n * dtype.size_bytes();
-        if data.len() != want {
+        let want = super::budget::checked_numel(&shape)
+            .ok()
+            .and_then(|n| n.checked_mul(dtype.size_bytes()));
+        if want != Some(data.len()) {
+            let want = want.map_or("more than 2^64".to_string(), |w| w.to_string());
             return Err(bad(format!(
                 "shape {shape:?} of {dtype} needs {want} data bytes, file has {}",
                 data.len()
@@ -205,5 +325,87 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("/nonexistent/x.npy"), "{e}");
+    }
+
+    /// A version 1.0 file with `dict` as its header and `data` after it.
+    fn with_header(dict: &str, data: &[u8]) -> Vec<u8> {
+        let header = format!("{dict}\n");
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend((header.len() as u16).to_le_bytes());
+        bytes.extend(header.as_bytes());
+        bytes.extend(data);
+        bytes
+    }
+
+    #[test]
+    fn the_header_is_read_as_the_dict_literal_it_is() {
+        let p = Path::new("h.npy");
+        let read = |dict: &str, data: &[u8]| NDArray::from_npy_bytes(&with_header(dict, data), p);
+        // Keys in any order, double quotes, no trailing comma: what numpy accepts.
+        let a = read(
+            r#"{"shape": (2,), "fortran_order": False, "descr": "|u1"}"#,
+            &[7, 8],
+        )
+        .unwrap();
+        assert_eq!(a.to_vec::<u8>().unwrap(), vec![7, 8]);
+        let scalar = read(
+            "{'descr': '|u1', 'fortran_order': False, 'shape': ()}",
+            &[9],
+        )
+        .unwrap();
+        assert_eq!(scalar.shape(), &[] as &[usize]);
+        for (dict, why) in [
+            (
+                "{'descr': '<f4', 'descr': '|u1', 'fortran_order': False, 'shape': (1,)}",
+                "'descr' appears twice",
+            ),
+            (
+                "{'x': \"'descr': '|u1'\", 'descr': '<f4', 'fortran_order': False, 'shape': (1,)}",
+                "unknown key 'x'",
+            ),
+            (
+                "{'descr': '|u1', 'fortran_order': 0, 'shape': (1,)}",
+                "expected True or False",
+            ),
+            (
+                "{'descr': '|u1', 'fortran_order': Falsey, 'shape': (1,)}",
+                "expected True or False",
+            ),
+            ("{'descr': '|u1', 'shape': (1,)}", "no 'fortran_order' key"),
+            (
+                "{'descr': '|u1', 'fortran_order': False, 'shape': (1)}",
+                "trailing comma",
+            ),
+            (
+                "{'descr': '|u1', 'fortran_order': False, 'shape': (-1,)}",
+                "bad dimension",
+            ),
+            (
+                "{'descr': '|u1', 'fortran_order': False, 'shape': (1,)} x",
+                "text after the dict",
+            ),
+            (
+                "{'descr': '|u1', 'fortran_order': False, 'shape': (1,",
+                "bad dimension",
+            ),
+        ] {
+            let e = read(dict, &[1]).unwrap_err().to_string();
+            assert!(e.contains(why), "{dict}: {e}");
+        }
+        let e = read(
+            "{'descr': '|u1', 'fortran_order': True, 'shape': (1,)}",
+            &[1],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("Fortran-ordered"), "{e}");
+        // A shape whose byte count overflows is an error, not a wrapped product.
+        let e = read(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4611686018427387904)}",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("more than 2^64"), "{e}");
     }
 }

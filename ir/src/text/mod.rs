@@ -22,7 +22,7 @@ mod printer;
 mod tests;
 
 pub use parser::{MAX_NESTING, parse_module, parse_module_with};
-pub use printer::{PrintOptions, binding_names, print_module};
+pub use printer::{PrintOptions, binding_names, module_binding_names, print_module};
 
 impl std::str::FromStr for crate::expr::Module {
     type Err = crate::error::Error;

@@ -107,6 +107,27 @@ pub fn binding_names(m: &Module, def: ExprId) -> HashMap<ExprId, String> {
     p.names
 }
 
+/// The location of every node the printer names in any global def, as
+/// `@def %binding`, computed in one pass over the module (linear time, unlike calling
+/// [`binding_names`] per def). A node named in several defs keeps the first.
+pub fn module_binding_names(m: &Module) -> HashMap<ExprId, String> {
+    let opts = PrintOptions::default();
+    let mut meta = MetaTable::default();
+    let mut out = HashMap::new();
+    for (name, id) in m.globals() {
+        let mut p = DefPrinter::new(m, &opts, &mut meta, *id);
+        p.def(name, *id);
+        if !matches!(m.get(*id).map(|n| &n.kind), Ok(ExprKind::Function(_))) {
+            continue;
+        }
+        for (node, binding) in p.names {
+            out.entry(node)
+                .or_insert_with(|| format!("@{name} {binding}"));
+        }
+    }
+    out
+}
+
 impl fmt::Display for Module {
     /// The text form with [`PrintOptions::default`].
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -265,14 +286,25 @@ impl<'a> DefPrinter<'a> {
         }
         let originals: HashSet<&str> = vars.iter().filter_map(|&v| self.m.var_name(v)).collect();
         let mut taken: HashSet<String> = HashSet::new();
+        // The suffix each name last got: candidates below it are taken already (`taken`
+        // only grows), so many variables of one name cost linear, not quadratic, time.
+        let mut last_suffix: HashMap<&str, usize> = HashMap::new();
         for v in vars {
             let name = self.m.var_name(v).unwrap_or_default();
-            let mut chosen = name.to_string();
-            let mut k = 0;
+            let mut k = last_suffix.get(name).copied().unwrap_or(0);
+            let suffixed = |k: usize| {
+                if k == 0 {
+                    name.to_string()
+                } else {
+                    format!("{name}_{k}")
+                }
+            };
+            let mut chosen = suffixed(k);
             while taken.contains(&chosen) || (k > 0 && originals.contains(chosen.as_str())) {
                 k += 1;
-                chosen = format!("{name}_{k}");
+                chosen = suffixed(k);
             }
+            last_suffix.insert(name, k);
             self.names.insert(v, local_text(&chosen));
             taken.insert(chosen);
         }

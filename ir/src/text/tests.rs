@@ -1165,3 +1165,27 @@ fn bodies_that_are_functions_variables_or_constants() {
     let inner = m.function_at(f.body).unwrap();
     assert_eq!(names[&inner.body], "result of the function in @closure");
 }
+
+/// Found by fuzzing (`fuzz/` target `text_ir`): a binding made inside a function literal
+/// used after it parses (scoping is the verifier's question), the verifier reports the
+/// captured parameter, and such a module is not required to print faithfully.
+#[test]
+fn a_binding_used_outside_its_function_is_a_verify_error() {
+    let text = "def @main(%x: Tensor[(4), float32]) {
+  %0 = fn (%p0: Tensor[(4), float32], Primitive=1) {
+    %1 = multiply(%p0, 2f);
+    add(%1, %p0)
+  };
+  %2 = %0(%x);
+  add(%1, %2)
+}
+";
+    let m = parse_module(text).unwrap();
+    let errors = crate::verify::verify_errors(&m);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.message.contains("%p0") && e.message.contains("not bound")),
+        "{errors:?}"
+    );
+}

@@ -5,7 +5,7 @@
 //! term is caught there too. Variables and constants keep their module nodes; constants
 //! that rules created become new constant nodes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use egg::{Id, Language};
 use kiln_ir::{Callee, ExprId, ExprKind, Module};
@@ -99,7 +99,8 @@ pub fn unsupported(m: &Module, func: ExprId) -> Option<String> {
 
 /// Builds the term rooted at `root` that picks node `choice(class)` in every class into
 /// `m` (appending nodes); returns its expression id. An error if the choice is cyclic
-/// or a node fails its type rule.
+/// or a node fails its type rule. The walk keeps its own stack (a term may be a chain
+/// as long as the input model), so no depth overflows the thread's stack.
 pub fn to_module(
     g: &EGraph,
     root: Id,
@@ -107,33 +108,42 @@ pub fn to_module(
     m: &mut Module,
 ) -> Result<ExprId> {
     let mut built: HashMap<Id, ExprId> = HashMap::new();
-    let mut on_path: std::collections::HashSet<Id> = Default::default();
-    build(g, g.find(root), choice, m, &mut built, &mut on_path)
+    let mut on_path: HashSet<Id> = HashSet::new();
+    // (class, its chosen node once its children have been pushed)
+    let mut stack: Vec<(Id, Option<Node>)> = vec![(g.find(root), None)];
+    while let Some((class, chosen)) = stack.pop() {
+        match chosen {
+            None => {
+                if built.contains_key(&class) {
+                    continue;
+                }
+                if !on_path.insert(class) {
+                    return Err(Error::Unsupported(format!(
+                        "the chosen term is cyclic at e-class {class}"
+                    )));
+                }
+                let node = choice(class).ok_or_else(|| {
+                    Error::Unsupported(format!("no term was chosen for e-class {class}"))
+                })?;
+                let kids: Vec<Id> = node.children().iter().map(|&c| g.find(c)).collect();
+                stack.push((class, Some(node)));
+                stack.extend(kids.into_iter().rev().map(|c| (c, None)));
+            }
+            Some(node) => {
+                let kids: Vec<ExprId> =
+                    node.children().iter().map(|&c| built[&g.find(c)]).collect();
+                let e = build_node(g, &node, &kids, m)?;
+                on_path.remove(&class);
+                built.insert(class, e);
+            }
+        }
+    }
+    Ok(built[&g.find(root)])
 }
 
-fn build(
-    g: &EGraph,
-    class: Id,
-    choice: &dyn Fn(Id) -> Option<Node>,
-    m: &mut Module,
-    built: &mut HashMap<Id, ExprId>,
-    on_path: &mut std::collections::HashSet<Id>,
-) -> Result<ExprId> {
-    if let Some(&e) = built.get(&class) {
-        return Ok(e);
-    }
-    if !on_path.insert(class) {
-        return Err(Error::Unsupported(format!(
-            "the chosen term is cyclic at e-class {class}"
-        )));
-    }
-    let node = choice(class)
-        .ok_or_else(|| Error::Unsupported(format!("no term was chosen for e-class {class}")))?;
-    let mut kids = Vec::with_capacity(node.len());
-    for &c in node.children() {
-        kids.push(build(g, g.find(c), choice, m, built, on_path)?);
-    }
-    let e = match &node {
+/// The module node for e-graph node `node` whose children are built as `kids`.
+fn build_node(g: &EGraph, node: &Node, kids: &[ExprId], m: &mut Module) -> Result<ExprId> {
+    Ok(match node {
         Node::Var(i) => g.analysis.vars[*i].expr,
         Node::Const(i) => {
             let c = &g.analysis.consts[*i];
@@ -142,13 +152,10 @@ fn build(
                 None => m.constant((*c.value).clone()),
             }
         }
-        Node::Call(op, _) => m.call(op.clone(), &kids)?,
-        Node::Tuple(_) => m.tuple(&kids)?,
+        Node::Call(op, _) => m.call(op.clone(), kids)?,
+        Node::Tuple(_) => m.tuple(kids)?,
         Node::Get(i, _) => m.tuple_get(kids[0], *i)?,
-    };
-    on_path.remove(&class);
-    built.insert(class, e);
-    Ok(e)
+    })
 }
 
 #[cfg(test)]
@@ -187,5 +194,25 @@ mod tests {
         // A choice that misses the root's class.
         let err = to_module(&g, root, &|_| None, &mut m.clone()).unwrap_err();
         assert!(err.to_string().contains("no term was chosen"), "{err}");
+    }
+
+    #[test]
+    fn a_chain_deeper_than_the_stack_converts_both_ways() {
+        // 100,000 relus: a recursive walk would overflow a 2 MiB test thread's stack.
+        let mut m = Module::new();
+        let x = m.var("x", kiln_ir::Type::tensor([4], DType::F32));
+        let relu = kiln_ir::op::Unary {
+            kind: kiln_ir::op::UnaryKind::Relu,
+        };
+        let mut y = x;
+        for _ in 0..100_000 {
+            y = m.call(relu.clone(), &[y]).unwrap();
+        }
+        m.set_main(&[x], y).unwrap();
+        let (g, root) = to_egraph(&m, m.main_id().unwrap()).unwrap();
+        let mut out = m.clone();
+        let body = to_module(&g, root, &|c| g[c].nodes.first().cloned(), &mut out).unwrap();
+        assert_eq!(out.ty(body), m.ty(y));
+        assert_eq!(out.len(), m.len() + 100_000);
     }
 }

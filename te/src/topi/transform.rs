@@ -139,24 +139,37 @@ pub fn concatenate(
             };
             fields[k].at(&fi)
         };
-        // From the last field inwards: each branch states both of its bounds, so the
-        // read it guards is provably in bounds.
-        let last = fields.len() - 1;
-        let mut e = te::select(
-            at.clone().ge(idx(offsets[last])),
-            read(last),
-            imm(0.0, dtype),
-        );
-        for k in (0..last).rev() {
+        // A balanced tree of selects (depth log2 of the field count, so a concatenation
+        // of thousands of fields does not nest thousands deep); each leaf states both of
+        // its bounds, so the read it guards is provably in bounds.
+        let leaf = |k: usize| {
             let end = offsets[k] + fields[k].shape()[axis];
             let cond = if offsets[k] == 0 {
                 at.clone().lt(idx(end))
             } else {
                 at.clone().ge(idx(offsets[k])).and(at.clone().lt(idx(end)))
             };
-            e = te::select(cond, read(k), e);
+            te::select(cond, read(k), imm(0.0, dtype))
+        };
+        let mut level: Vec<(usize, Expr)> = (0..fields.len()).map(|k| (k, leaf(k))).collect();
+        while level.len() > 1 {
+            let mut next = Vec::with_capacity(level.len().div_ceil(2));
+            let mut it = level.into_iter();
+            while let Some((lo, left)) = it.next() {
+                match it.next() {
+                    Some((mid, right)) => {
+                        let cond = at.clone().lt(idx(offsets[mid]));
+                        next.push((lo, te::select(cond, left, right)));
+                    }
+                    None => next.push((lo, left)),
+                }
+            }
+            level = next;
         }
-        e
+        level
+            .pop()
+            .map(|(_, e)| e)
+            .unwrap_or_else(|| imm(0.0, dtype))
     })
 }
 
