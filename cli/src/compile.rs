@@ -170,7 +170,7 @@ pub fn bind_inputs(
             continue;
         }
         let what = format!("random input {}", t.name);
-        kiln_ir::tensor::budget::checked_bytes(&what, &t.shape, t.dtype)?;
+        kiln::layers::ir::tensor::budget::checked_bytes(&what, &t.shape, t.dtype)?;
         let value = NDArray::random(t.shape.clone(), t.dtype, seed.wrapping_add(i as u64));
         exec.set_input(i, &value)
             .with_context(|| format!("random input {}", t.name))?;

@@ -162,7 +162,10 @@ fn inspect_loop_ir_for_cpu_and_gpu() {
     let o = kiln(&["inspect", "zoo:mlp", "--emit", "ptx"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let ptx = stdout(&o);
-    assert!(ptx.contains(".version 7.8") && ptx.contains(".target sm_"), "{ptx}");
+    assert!(
+        ptx.contains(".version 7.8") && ptx.contains(".target sm_"),
+        "{ptx}"
+    );
     let kernels = gpu.matches("primfn @").count();
     assert!(ptx.matches(".entry ").count() >= kernels, "{ptx}");
     // The default stays the graph IR.

@@ -513,6 +513,7 @@ impl Importer {
                 proto: p,
                 op_type: p.op_type.as_deref().unwrap_or(""),
                 opset,
+                misread: Default::default(),
             };
             if !ops::is_supported(n.op_type) {
                 return Err(Error::Unsupported(format!(

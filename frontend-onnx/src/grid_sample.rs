@@ -60,39 +60,23 @@ impl Ops<'_> {
             &[a],
         )
     }
-    /// ONNX's `_gs_reflect`: `x` reflected by the near border until inside
-    /// `[lo, hi]`.
+    /// ONNX's `_gs_reflect` (`x` reflected by the near border until inside
+    /// `[lo, hi]`) in closed form, a triangle wave: `lo + R - |((x - lo) mod 2R) - R|`
+    /// with `R = hi - lo` — the identity inside, reading `x` once, so that chains of
+    /// reflections inlined into one kernel stay small.
     fn reflect(&mut self, x: ExprId, lo: f64, hi: f64) -> Result<ExprId> {
         let range = hi - lo;
         if range <= 0.0 {
-            let c = self.c(lo);
             let z = self.mul_c(x, 0.0)?;
-            return self.bin(B::Add, z, c);
+            return self.add_c(z, lo);
         }
-        let lo_c = self.c(lo);
-        let hi_c = self.c(hi);
-        // Below: dx = lo - x; above: dx = x - hi.
-        let below = self.bin(B::Less, x, lo_c)?;
-        let above = self.bin(B::Greater, x, hi_c)?;
-        let d_below = self.bin(B::Subtract, lo_c, x)?;
-        let d_above = self.bin(B::Subtract, x, hi_c)?;
-        let dx = self.imp.select(below, d_below, d_above)?;
-        let q = self.mul_c(dx, 1.0 / range)?;
-        let n = self.imp.unary(U::Floor, q)?; // dx >= 0 where used: trunc = floor
-        let nr = self.mul_c(n, range)?;
-        let r = self.bin(B::Subtract, dx, nr)?;
-        let two = self.c(2.0);
-        let parity = self.bin(B::FloorMod, n, two)?;
-        let zero = self.c(0.0);
-        let even = self.bin(B::Equal, parity, zero)?;
-        let lo_r = self.bin(B::Add, lo_c, r)?;
-        let hi_r = self.bin(B::Subtract, hi_c, r)?;
-        // below: even -> lo + r, odd -> hi - r; above: even -> hi - r, odd -> lo + r.
-        let from_below = self.imp.select(even, lo_r, hi_r)?;
-        let from_above = self.imp.select(even, hi_r, lo_r)?;
-        let moved = self.imp.select(below, from_below, from_above)?;
-        let outside = self.imp.select(below, below, above)?;
-        self.imp.select(outside, moved, x)
+        let y = self.add_c(x, -lo)?;
+        let period = self.c(2.0 * range);
+        let m = self.bin(B::FloorMod, y, period)?;
+        let d = self.add_c(m, -range)?;
+        let d = self.imp.unary(U::Abs, d)?;
+        let r = self.mul_c(d, -1.0)?;
+        self.add_c(r, lo + range)
     }
 }
 
@@ -254,14 +238,11 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
                 }
                 Padding::Border => (o.clamp(idx, 0.0, df - 1.0)?, w),
                 Padding::Reflection => {
+                    // int() of the reflected index: toward zero, and the reflection is
+                    // at least lo >= -0.5, so floor(max(r, 0)); then within [0, d - 1].
                     let refl = o.reflect(idx, lo, hi)?;
-                    // int(): toward zero; then within [0, d - 1].
-                    let neg = o.c(0.0);
-                    let is_neg = o.bin(B::Less, refl, neg)?;
-                    let up = o.imp.unary(U::Ceil, refl)?;
-                    let down = o.imp.unary(U::Floor, refl)?;
-                    let t = o.imp.select(is_neg, up, down)?;
-                    (o.clamp(t, 0.0, df - 1.0)?, w)
+                    let refl = o.clamp(refl, 0.0, df - 1.0)?;
+                    (o.imp.unary(U::Floor, refl)?, w)
                 }
             };
             fetched.push((idx, w));

@@ -1,6 +1,7 @@
 //! The executor backends of the graph-level suites (random graphs, replayed cases,
 //! schedules, the conformance matrix): [`exec_backends`] takes every backend of the
-//! `kiln` crate's registry (`interp`, `cpu`; a new backend needs nothing here), and
+//! `kiln` crate's registry (`interp`, `cpu`; a new backend needs nothing here; `cuda` in
+//! the PTX interpreter where the build has no CUDA runtime), and
 //! [`ExecBackend::new`] takes a user's own value; each carries the target it is tested
 //! with and what it declares unsupported (op, dtype), both from the backend itself. Also
 //! here: the opt levels, running a module through `kiln::build_on` and the graph
@@ -35,9 +36,16 @@ pub struct ExecBackend {
     pub unsupported: Vec<Unsupported>,
 }
 
-/// Every backend of the `kiln` crate's built-in registry, in order.
+/// Every backend the suites run: the `kiln` crate's built-in registry, in order, then —
+/// when this build has no CUDA runtime (no `cuda` feature), so the registry serves no
+/// `cuda` — the `cuda` backend running in the PTX interpreter ([`crate::ptx_sim`]), so
+/// that every suite checks the PTX kiln generates.
 pub fn exec_backends() -> Vec<ExecBackend> {
-    exec_backends_of(&Registry::builtin())
+    let mut out = exec_backends_of(&Registry::builtin());
+    if !out.iter().any(|b| b.name == "cuda") {
+        out.push(ExecBackend::new(crate::ptx_sim::cuda_backend()));
+    }
+    out
 }
 
 /// Every backend of `registry`, in order.

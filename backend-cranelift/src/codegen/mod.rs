@@ -54,7 +54,7 @@ use cranelift_codegen::ir::{
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
-use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_jit::{ArenaMemoryProvider, JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 use kiln_executor::Error;
 use kiln_ir::DType;
@@ -104,6 +104,10 @@ fn internal(e: impl std::fmt::Display) -> Error {
 }
 
 /// The ISA of the host, with its native features (SSE4.1, AVX, FMA, ...).
+/// Address space reserved for one module's code and data (reserved, not committed: pages
+/// are committed as functions are defined).
+const CODE_ARENA_BYTES: usize = 1 << 30;
+
 fn host_isa() -> Result<cranelift_codegen::isa::OwnedTargetIsa> {
     let mut fb = settings::builder();
     for (k, v) in [
@@ -135,6 +139,12 @@ pub(crate) fn compile(kernels: &[PrimFunc], opts: Options) -> Result<Compiled> {
         tir::verify_with(k, &tir::Limits::unlimited())?;
     }
     let mut jb = JITBuilder::with_isa(host_isa()?, default_libcall_names());
+    // All of a module's code in one reserved range: calls between its functions (kernels,
+    // outlined loop bodies) are 32-bit pc-relative, so two functions placed more than
+    // 2 GiB apart by the system allocator would not link (cranelift-jit panics).
+    let arena = ArenaMemoryProvider::new_with_size(CODE_ARENA_BYTES)
+        .map_err(|e| Error::Internal(format!("cannot reserve JIT code memory: {e}")))?;
+    jb.memory_provider(Box::new(arena));
     runtime::register(&mut jb);
     let mut module = JITModule::new(jb);
     let ptr = module.target_config().pointer_type();
