@@ -97,25 +97,6 @@ fn convert_if(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     Ok(outs)
 }
 
-/// `[x]` stacked along a new axis `axis` (ONNX's scan outputs).
-fn stack(imp: &mut Importer, items: &[ExprId], axis: i64) -> Result<ExprId> {
-    let mut expanded = Vec::with_capacity(items.len());
-    for &x in items {
-        expanded.push(imp.call(
-            op::ExpandDims {
-                axis,
-                num_newaxis: 1,
-            },
-            &[x],
-        )?);
-    }
-    if expanded.len() == 1 {
-        return Ok(expanded[0]);
-    }
-    let t = imp.m.tuple(&expanded)?;
-    imp.call(op::Concatenate { axis }, &[t])
-}
-
 fn convert_loop(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let body = graph(n, "body")?;
     let trip = match known_input(imp, n, 0, "the Loop trip count")? {
@@ -187,21 +168,9 @@ fn convert_loop(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
                 "a Loop scan output of zero iterations (its element shape is unknown)".into(),
             ));
         }
-        out.push(stack(imp, &s, 0)?);
+        out.push(imp.stack(&s, 0)?);
     }
     Ok(out)
-}
-
-fn axis_in(a: i64, rank: usize, what: &str) -> Result<usize> {
-    let r = rank as i64;
-    let a = if a < 0 { a + r } else { a };
-    if (0..r).contains(&a) {
-        Ok(a as usize)
-    } else {
-        Err(Error::InvalidModel(format!(
-            "Scan {what} axis {a} for rank {rank}"
-        )))
-    }
 }
 
 fn convert_scan(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
@@ -241,7 +210,7 @@ fn convert_scan(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     for j in 0..m {
         let x = imp.input(n, states_n + j)?;
         let shape = imp.shape(x)?;
-        let axis = axis_in(in_axes[j], shape.len(), "input")?;
+        let axis = crate::ops::axis(in_axes[j], shape.len())?;
         match length {
             None => length = Some(shape[axis]),
             Some(l) if l != shape[axis] => {
@@ -289,8 +258,8 @@ fn convert_scan(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             items.reverse();
         }
         let rank = imp.shape(items[0])?.len() + 1;
-        let axis = axis_in(out_axes[k], rank, "output")?;
-        out.push(stack(imp, &items, axis as i64)?);
+        let axis = crate::ops::axis(out_axes[k], rank)?;
+        out.push(imp.stack(&items, axis as i64)?);
     }
     Ok(out)
 }

@@ -401,6 +401,26 @@ impl Importer {
         )
     }
 
+    /// `items` (equal shapes) stacked along a new axis `axis` (`expand_dims` each, then
+    /// `concatenate`).
+    pub fn stack(&mut self, items: &[ExprId], axis: i64) -> Result<ExprId> {
+        let mut expanded = Vec::with_capacity(items.len());
+        for &x in items {
+            expanded.push(self.call(
+                op::ExpandDims {
+                    axis,
+                    num_newaxis: 1,
+                },
+                &[x],
+            )?);
+        }
+        if expanded.len() == 1 {
+            return Ok(expanded[0]);
+        }
+        let t = self.m.tuple(&expanded)?;
+        self.call(op::Concatenate::new(axis), &[t])
+    }
+
     /// `where(cond, a, b)`.
     pub fn select(&mut self, cond: ExprId, a: ExprId, b: ExprId) -> Result<ExprId> {
         self.call(op::Where, &[cond, a, b])

@@ -134,7 +134,7 @@ pub(crate) fn is_supported(op: &str) -> bool {
 }
 
 /// Normalises axis `a` into `0..rank`.
-fn axis(a: i64, rank: usize) -> Result<usize> {
+pub(crate) fn axis(a: i64, rank: usize) -> Result<usize> {
     let r = rank as i64;
     if a < -r || a >= r {
         return Err(Error::InvalidModel(format!(

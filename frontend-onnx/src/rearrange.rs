@@ -22,18 +22,6 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     }
 }
 
-fn axis_of(a: i64, rank: usize, what: &str) -> Result<usize> {
-    let r = rank as i64;
-    let b = if a < 0 { a + r } else { a };
-    if (0..r).contains(&b) {
-        Ok(b as usize)
-    } else {
-        Err(Error::InvalidModel(format!(
-            "{what} axis {a} for rank {rank}"
-        )))
-    }
-}
-
 fn center_crop_pad(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let mut x = imp.input(n, 0)?;
     let shape = imp.shape(x)?;
@@ -47,7 +35,7 @@ fn center_crop_pad(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let axes: Vec<usize> = match n.ints("axes") {
         Some(a) => a
             .iter()
-            .map(|&a| axis_of(a, rank, "CenterCropPad"))
+            .map(|&a| crate::ops::axis(a, rank))
             .collect::<Result<_>>()?,
         None => (0..rank).collect(),
     };
@@ -103,8 +91,8 @@ fn reverse_sequence(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             "ReverseSequence of rank {rank}"
         )));
     }
-    let t_axis = axis_of(n.int("time_axis", 0), rank, "time")?;
-    let b_axis = axis_of(n.int("batch_axis", 1), rank, "batch")?;
+    let t_axis = crate::ops::axis(n.int("time_axis", 0), rank)?;
+    let b_axis = crate::ops::axis(n.int("batch_axis", 1), rank)?;
     if t_axis == b_axis || t_axis > 1 || b_axis > 1 {
         return Err(Error::InvalidModel(
             "ReverseSequence's time and batch axes must be 0 and 1".into(),

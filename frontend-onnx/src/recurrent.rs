@@ -153,24 +153,6 @@ fn pick(imp: &mut Importer, x: ExprId, i: usize) -> Result<ExprId> {
     )
 }
 
-fn stack0(imp: &mut Importer, items: &[ExprId]) -> Result<ExprId> {
-    let mut parts = vec![];
-    for &x in items {
-        parts.push(imp.call(
-            op::ExpandDims {
-                axis: 0,
-                num_newaxis: 1,
-            },
-            &[x],
-        )?);
-    }
-    if parts.len() == 1 {
-        return Ok(parts[0]);
-    }
-    let t = imp.m.tuple(&parts)?;
-    imp.call(op::Concatenate::new(0), &[t])
-}
-
 /// `a · bᵀ` for `a` (m, k) and `b` (n, k).
 fn dense(imp: &mut Importer, a: ExprId, b: ExprId) -> Result<ExprId> {
     imp.call(op::Dense::default(), &[a, b])
@@ -472,7 +454,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             c = c_next;
             outs[t] = y;
         }
-        ys.push(stack0(imp, &outs)?); // (seq, batch, hidden)
+        ys.push(imp.stack(&outs, 0)?); // (seq, batch, hidden)
         hs.push(h);
         cs.push(c);
     }
@@ -493,8 +475,8 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         let t = imp.m.tuple(&per_dir)?;
         imp.call(op::Concatenate::new(1), &[t])?
     };
-    let yh = stack0(imp, &hs)?;
-    let yc = stack0(imp, &cs)?;
+    let yh = imp.stack(&hs, 0)?;
+    let yc = imp.stack(&cs, 0)?;
     if layout == 1 {
         // Y: (batch, seq, dirs, hidden); Y_h, Y_c: (batch, dirs, hidden).
         let y = imp.transpose(y, vec![2, 0, 1, 3])?;
