@@ -12,7 +12,7 @@
 //! - [`func`]: [`PrimFunc`] and [`PrimFuncBuilder`];
 //! - [`printer`] / [`parser`]: the text form (round trip is tested);
 //! - [`semantics`]: the scalar semantics (wrapping, floor division, intervals) in one place;
-//! - [`verify`]: types, scoping, thread nesting, the bounds proof and the limits;
+//! - [`verify`](mod@verify): types, scoping, thread nesting, the bounds proof and the limits;
 //! - [`interp`]: the loop-IR interpreter (the second oracle, for lowering).
 
 pub mod expr;
