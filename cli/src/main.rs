@@ -33,7 +33,9 @@ mod bench;
 mod compile;
 mod graph;
 mod model;
+mod progress;
 mod run;
+mod units;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,6 +53,9 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Draw no progress on stderr (it is drawn only when stderr is a terminal anyway).
+    #[arg(short, long, global = true)]
+    quiet: bool,
 }
 
 /// Inputs of a model run: from `.npy` files, the rest random.
@@ -303,6 +308,7 @@ fn main() -> ExitCode {
             }
         },
     };
+    progress::init(cli.quiet);
     let result = dispatch(cli.command);
     match result {
         Ok(()) => ExitCode::SUCCESS,

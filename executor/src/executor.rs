@@ -380,10 +380,18 @@ impl GraphExecutor {
 
     /// Runs the graph once: every prepared kernel call in order.
     pub fn run(&mut self) -> Result<()> {
+        self.run_observed(&mut |_, _| {})
+    }
+
+    /// [`run`](Self::run), calling `on_call(done, total)` after each kernel call (once,
+    /// with `(1, 1)`, for a `ref` module, which the interpreter runs in one piece): for a
+    /// progress display of a long run.
+    pub fn run_observed(&mut self, on_call: &mut dyn FnMut(usize, usize)) -> Result<()> {
         match &mut self.state {
             State::Device { library, calls, .. } => {
-                for (kernel, args) in calls.iter() {
+                for (done, (kernel, args)) in calls.iter().enumerate() {
                     library.call(*kernel, args)?;
+                    on_call(done + 1, calls.len());
                 }
                 Ok(())
             }
@@ -393,6 +401,7 @@ impl GraphExecutor {
                 outputs,
             } => {
                 *outputs = kiln_ir::interp::evaluate(module, values)?.flatten();
+                on_call(1, 1);
                 Ok(())
             }
         }
@@ -607,6 +616,16 @@ impl GraphExecutor {
 
     /// Times `run` as TVM's `benchmark` does (see [`BenchmarkOptions`]).
     pub fn benchmark(&mut self, opts: &BenchmarkOptions) -> Result<BenchmarkResult> {
+        self.benchmark_observed(opts, &mut |_| {})
+    }
+
+    /// [`benchmark`](Self::benchmark), calling `on_measurement(done)` after each of the
+    /// `opts.repeat` measurements: for a progress display.
+    pub fn benchmark_observed(
+        &mut self,
+        opts: &BenchmarkOptions,
+        on_measurement: &mut dyn FnMut(usize),
+    ) -> Result<BenchmarkResult> {
         if opts.repeat == 0 || opts.number == 0 {
             return Err(Error::InvalidArgument(
                 "benchmark: repeat and number must be at least 1".into(),
@@ -637,6 +656,7 @@ impl GraphExecutor {
                     .max(number + 1);
             };
             results.push(elapsed.as_secs_f64() / number as f64);
+            on_measurement(r + 1);
             if opts.cooldown_interval_ms > 0
                 && opts.repeats_to_cooldown > 0
                 && (r + 1) % opts.repeats_to_cooldown == 0

@@ -276,6 +276,46 @@ fn zero_copy_shared_params_and_benchmark() {
     );
 }
 
+/// The progress hooks see every kernel call and every measurement, in order, and the
+/// observed run computes what `run` does.
+#[test]
+fn observers_see_every_call_and_measurement() {
+    let (m, params, data) = mlp();
+    let lib = build(&m, &interp(), &params, 0).unwrap();
+    let mut ex = lib.create_executor().unwrap();
+    ex.set_input("data", &data).unwrap();
+    let mut seen = vec![];
+    ex.run_observed(&mut |done, total| seen.push((done, total)))
+        .unwrap();
+    let calls = lib.kernels().len();
+    assert!(calls > 1);
+    let want: Vec<(usize, usize)> = (1..=calls).map(|d| (d, calls)).collect();
+    assert_eq!(seen, want, "one call per kernel at opt level 0");
+    assert_eq!(ex.outputs().unwrap(), run_once(&lib, &data));
+
+    let mut measured = vec![];
+    let r = ex
+        .benchmark_observed(
+            &BenchmarkOptions {
+                repeat: 3,
+                number: 1,
+                ..BenchmarkOptions::default()
+            },
+            &mut |done| measured.push(done),
+        )
+        .unwrap();
+    assert_eq!(measured, [1, 2, 3]);
+    assert_eq!(r.results.len(), 3);
+
+    let reference = Registry::builtin().build(&m, "ref", &params, 0).unwrap();
+    let mut ex = reference.module.create_executor().unwrap();
+    ex.set_input("data", &data).unwrap();
+    let mut seen = vec![];
+    ex.run_observed(&mut |done, total| seen.push((done, total)))
+        .unwrap();
+    assert_eq!(seen, [(1, 1)], "ref runs in one piece");
+}
+
 #[test]
 fn debug_executor_times_and_dumps_every_node() {
     let (m, params, data) = mlp();
