@@ -648,3 +648,20 @@ fn a_closed_stdout_ends_quietly() {
         assert_eq!(stderr(&o), "", "{args:?}");
     }
 }
+
+/// A memory limit that is not a byte count is a usage error naming the variable, not a
+/// silent fall back to the system's budget.
+#[test]
+fn an_unparseable_memory_limit_is_refused() {
+    for bad in ["lots", "12Q", "-5", ""] {
+        let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(["inspect", "zoo:mlp"])
+            .env("KILN_MEMORY_LIMIT", bad)
+            .output()
+            .expect("run kiln");
+        assert_refused(&o, bad, &["KILN_MEMORY_LIMIT", "is not a byte count"]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+    }
+    let o = kiln_budgeted(&["inspect", "zoo:mlp"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
