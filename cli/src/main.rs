@@ -308,6 +308,10 @@ fn main() -> ExitCode {
             }
         },
     };
+    if let Err(e) = kiln::layers::ir::tensor::budget::check_memory_limit_env() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     progress::init(cli.quiet);
     let result = dispatch(cli.command);
     match result {

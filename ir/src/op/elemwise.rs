@@ -668,7 +668,16 @@ impl BinaryKind {
             }
             BinaryKind::Power => {
                 if b < 0 {
-                    return Err(format!("integer {a} to the negative power {b}"));
+                    // `(1 / a)^-b` with truncating division, as for `Divide`: 1 and -1
+                    // keep their magnitude, every other base gives 0 (what ONNX Runtime
+                    // gives), and zero is a division by zero.
+                    if a == 0 {
+                        return Err(format!(
+                            "integer division by zero (0 to the negative power {b})"
+                        ));
+                    }
+                    let r = 1 / a;
+                    return Ok(if b & 1 == 1 { r } else { r * r });
                 }
                 // Square and multiply, wrapping.
                 let (mut base, mut exp, mut acc) = (a, b as u64, 1i64);
@@ -1612,7 +1621,7 @@ mod tests {
                 .contains("divide: integer division by zero (2 / 0)"),
             "{e}"
         );
-        // Power: exact, wrapping; negative exponents are an error.
+        // Power: exact, wrapping.
         let p = bin(
             BinaryKind::Power,
             i32s(&[4], &[2, 3, -2, 5]),
@@ -1622,11 +1631,20 @@ mod tests {
         assert_eq!(p.to_vec::<i32>().unwrap(), vec![1024, 1, -8, 5]);
         let p = bin(BinaryKind::Power, i32s(&[1], &[2]), i32s(&[1], &[31])).unwrap();
         assert_eq!(p.to_vec::<i32>().unwrap(), vec![i32::MIN]);
-        let e = bin(BinaryKind::Power, i32s(&[1], &[2]), i32s(&[1], &[-1])).unwrap_err();
+        // Negative exponents: `(1 / a)^-b`, truncating (ONNX Runtime's results); zero
+        // to a negative power is a division by zero.
+        let p = bin(
+            BinaryKind::Power,
+            i32s(&[6], &[2, -3, 1, -1, -1, i32::MIN]),
+            i32s(&[6], &[-1, -2, i32::MIN, -3, i32::MIN, -1]),
+        )
+        .unwrap();
+        assert_eq!(p.to_vec::<i32>().unwrap(), vec![0, 0, 1, -1, 1, 0]);
+        let e = bin(BinaryKind::Power, i32s(&[1], &[0]), i32s(&[1], &[-1])).unwrap_err();
         assert!(
             matches!(e, Error::Eval(_))
                 && e.to_string()
-                    .contains("power: integer 2 to the negative power -1"),
+                    .contains("power: integer division by zero (0 to the negative power -1)"),
             "{e}"
         );
         // Wrapping at the width.
