@@ -118,6 +118,9 @@ pub struct GraphExecutor {
     state: State,
     /// The last host value given to each input, for end-to-end benchmarks.
     host_inputs: Vec<Option<NDArray>>,
+    /// Whether each input has been given a value (copied or zero-copy); `run` refuses
+    /// while one has not.
+    bound: Vec<bool>,
 }
 
 /// Checks that `value` has the shape and dtype of entry `entry`, naming `name`.
@@ -171,7 +174,10 @@ pub(crate) fn known_names(layout: &Layout) -> String {
 
 impl GraphExecutor {
     /// A new executor over `module`: allocates the planned storage on the module's
-    /// device, copies the params in, prepares every call. Inputs start zero-filled.
+    /// device, copies the params in, prepares every call. Every input must then be given
+    /// a value ([`set_input`](Self::set_input) or
+    /// [`set_input_zero_copy`](Self::set_input_zero_copy)) before the first
+    /// [`run`](Self::run), which otherwise fails naming the inputs left unset.
     pub fn new(module: &CompiledModule) -> Result<GraphExecutor> {
         GraphExecutor::with_layout(module, module.layout.clone())
     }
@@ -230,6 +236,7 @@ impl GraphExecutor {
         };
         Ok(GraphExecutor {
             host_inputs: vec![None; layout.inputs.len()],
+            bound: vec![false; layout.inputs.len()],
             layout,
             state,
         })
@@ -280,6 +287,7 @@ impl GraphExecutor {
         }
         if let Some(i) = index {
             self.host_inputs[i] = Some(value.clone());
+            self.bound[i] = true;
         }
         Ok(())
     }
@@ -339,9 +347,13 @@ impl GraphExecutor {
         key: impl Into<InputKey<'a>>,
         value: &DeviceArray,
     ) -> Result<()> {
-        let (p, _) = self.placeholder(key.into())?;
+        let (p, index) = self.placeholder(key.into())?;
         let (name, entry) = (p.name.clone(), p.entry);
-        self.bind(entry, &format!("input `{name}`"), value)
+        self.bind(entry, &format!("input `{name}`"), value)?;
+        if let Some(i) = index {
+            self.bound[i] = true;
+        }
+        Ok(())
     }
 
     /// Binds the device array `value` as output `index` without copying: later runs write
@@ -387,6 +399,7 @@ impl GraphExecutor {
     /// with `(1, 1)`, for a `ref` module, which the interpreter runs in one piece): for a
     /// progress display of a long run.
     pub fn run_observed(&mut self, on_call: &mut dyn FnMut(usize, usize)) -> Result<()> {
+        self.check_inputs_bound()?;
         match &mut self.state {
             State::Device { library, calls, .. } => {
                 for (done, (kernel, args)) in calls.iter().enumerate() {
@@ -405,6 +418,28 @@ impl GraphExecutor {
                 Ok(())
             }
         }
+    }
+
+    /// An error naming every input not yet given a value.
+    fn check_inputs_bound(&self) -> Result<()> {
+        let unset: Vec<String> = self
+            .layout
+            .inputs
+            .iter()
+            .zip(&self.bound)
+            .filter(|(_, set)| !**set)
+            .map(|(p, _)| format!("`{}`", p.name))
+            .collect();
+        if unset.is_empty() {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument(format!(
+            "run before input{} {} {} set: give every input a value with set_input (or \
+             set_input_zero_copy) first",
+            if unset.len() == 1 { "" } else { "s" },
+            unset.join(", "),
+            if unset.len() == 1 { "was" } else { "were" }
+        )))
     }
 
     /// Runs kernel call `call` alone (the debug executor's unit).

@@ -128,11 +128,20 @@ fn executor_api_and_error_paths() {
         ),
         ("data", &[1usize, 1, 8, 8][..], DType::F32)
     );
+    let msg = |e: Error| e.to_string();
+    // An input never set is an error naming it, on kernels and on `ref` alike.
+    let e = msg(ex.run().unwrap_err());
+    assert!(
+        e.contains("input `data` was set") && e.contains("set_input"),
+        "{e}"
+    );
+    let on_ref = build(&m, &"ref".parse().unwrap(), &params, 0).unwrap();
+    let e = msg(on_ref.create_executor().unwrap().run().unwrap_err());
+    assert!(e.contains("input `data`"), "{e}");
     ex.set_input(0, &data).unwrap();
     assert_eq!(ex.get_input(0).unwrap(), data);
     assert_eq!(ex.get_input("data").unwrap(), data);
 
-    let msg = |e: Error| e.to_string();
     let wrong_shape = NDArray::zeros(vec![1, 8, 8], DType::F32);
     let e = msg(ex.set_input("data", &wrong_shape).unwrap_err());
     assert!(
