@@ -435,7 +435,8 @@ impl GraphExecutor {
         }
         Err(Error::InvalidArgument(format!(
             "run before input{} {} {} set: give every input a value with set_input (or \
-             set_input_zero_copy) first",
+             set_input_zero_copy) first; a weight among them was missing from the params \
+             the module was built with",
             if unset.len() == 1 { "" } else { "s" },
             unset.join(", "),
             if unset.len() == 1 { "was" } else { "were" }

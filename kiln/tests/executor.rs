@@ -138,6 +138,17 @@ fn executor_api_and_error_paths() {
     let on_ref = build(&m, &"ref".parse().unwrap(), &params, 0).unwrap();
     let e = msg(on_ref.create_executor().unwrap().run().unwrap_err());
     assert!(e.contains("input `data`"), "{e}");
+    // Built without its params, every weight is an input: the run names those unset.
+    let bare = build(&m, &interp(), &BTreeMap::new(), 0).unwrap();
+    let mut bare_ex = bare.create_executor().unwrap();
+    bare_ex.set_input("data", &data).unwrap();
+    let e = msg(bare_ex.run().unwrap_err());
+    assert!(
+        e.contains("inputs `fc1_weight`, `fc1_bias`")
+            && !e.contains("`data`")
+            && e.contains("missing from the params"),
+        "{e}"
+    );
     ex.set_input(0, &data).unwrap();
     assert_eq!(ex.get_input(0).unwrap(), data);
     assert_eq!(ex.get_input("data").unwrap(), data);
