@@ -277,3 +277,25 @@ fn truncated_and_foreign_files_are_clear_errors() {
     std::fs::write(&empty, b"").unwrap();
     assert_clear_error(&kiln(&["run", s(&empty), "--target", "ref"]), &["empty"]);
 }
+
+/// A type error inside an ONNX node is one line naming the node (by index and op type
+/// when it has no name), with the cause said once.
+#[test]
+fn a_node_type_error_is_said_once() {
+    let graph = GraphProto {
+        node: vec![node("Add", "", &["x", "y"], &["s"])],
+        input: vec![
+            tensor_value_info("x", 1, &[2]),
+            tensor_value_info("y", 1, &[3]),
+        ],
+        output: vec![tensor_value_info("s", 1, &[2])],
+        ..Default::default()
+    };
+    let path = tmp("type_error.onnx");
+    std::fs::write(&path, model(graph)).unwrap();
+    let o = kiln(&["inspect", s(&path)]);
+    assert_clear_error(&o, &["node #0 (Add", "shapes do not broadcast"]);
+    let err = stderr(&o);
+    assert_eq!(err.matches("do not broadcast").count(), 1, "{err}");
+    assert!(!err.contains("``"), "{err}");
+}
