@@ -113,7 +113,10 @@ fn external_data_outside_the_folder_or_the_file_is_refused() {
         ),
         (model("short.bin", Some(4), Some(16)), "run past the end"),
         (model("short.bin", Some(99), None), "past the end"),
-        (model("short.bin", Some(0), Some(8)), "need 16 bytes of raw_data, got 8"),
+        (
+            model("short.bin", Some(0), Some(8)),
+            "need 16 bytes of raw_data, got 8",
+        ),
         (model("missing.bin", None, None), "missing.bin"),
     ];
     for (bytes, want) in cases {
