@@ -12,9 +12,11 @@
 //! - [`func`]: [`PrimFunc`] and [`PrimFuncBuilder`];
 //! - [`printer`] / [`parser`]: the text form (round trip is tested);
 //! - [`semantics`]: the scalar semantics (wrapping, floor division, intervals) in one place;
+//! - [`affine`]: affine forms over atoms, the one linear-index type every pass uses;
 //! - [`verify`]: types, scoping, thread nesting, the bounds proof and the limits;
 //! - [`interp`]: the loop-IR interpreter (the second oracle, for lowering).
 
+pub mod affine;
 pub mod expr;
 pub mod func;
 pub mod interp;
