@@ -32,6 +32,7 @@ use kiln_ir::DType;
 use crate::error::{Error, Result};
 use crate::tir::affine::Affine;
 use crate::tir::semantics::Interval;
+use crate::tir::visit::{Mutator, Substitute, walk_expr_mut};
 use crate::tir::{
     self, BinOp, Buffer, BufferId, ForKind, PrimFunc, Scope, Stmt, ThreadAxis, ValueType, VarId,
 };
@@ -1066,113 +1067,55 @@ fn rewrite_loads(
     forms: &mut IndexForms,
 ) -> tir::Expr {
     let mut out = e.clone();
-    rewrite_in_place(&mut out, buf, rw, forms);
+    RegionLoads { buf, rw, forms }.mutate_expr(&mut out);
     out
 }
 
-fn rewrite_in_place(e: &mut tir::Expr, buf: BufferId, rw: &[DimRewrite], forms: &mut IndexForms) {
-    if let tir::Expr::Load { buffer, indices } = e
-        && *buffer == buf
-    {
-        for (ix, r) in indices.iter_mut().zip(rw) {
+/// Rewrites the loads of `buf` to index its region buffer (see [`DimRewrite`]).
+struct RegionLoads<'a> {
+    buf: BufferId,
+    rw: &'a [DimRewrite],
+    forms: &'a mut IndexForms,
+}
+
+impl Mutator for RegionLoads<'_> {
+    fn mutate_expr(&mut self, e: &mut tir::Expr) {
+        let tir::Expr::Load { buffer, indices } = e else {
+            return walk_expr_mut(self, e);
+        };
+        if *buffer != self.buf {
+            return walk_expr_mut(self, e);
+        }
+        for (ix, r) in indices.iter_mut().zip(self.rw) {
             if let DimRewrite::Shift { outer, lo } = r {
                 // ix = outer + inner + k  ->  inner + k - lo (the outer parts cancel).
-                *ix = match forms.form(ix) {
-                    Some(a)
-                        if a.split(|t| matches!(t, Term::Inner(_)))
-                            .1
-                            .with_k(0)
-                            .as_ref()
-                            == Some(outer) =>
-                    {
-                        IndexForms::inner_expr(&a, a.k() as i64 - lo)
+                let form = self.forms.form(ix);
+                let matches = |a: &Affine<Term>| {
+                    a.split(|t| matches!(t, Term::Inner(_)))
+                        .1
+                        .with_k(0)
+                        .as_ref()
+                        == Some(outer)
+                };
+                *ix = match form {
+                    Some(a) if matches(&a) => IndexForms::inner_expr(&a, a.k() as i64 - lo),
+                    _ => {
+                        tir::Expr::binary(BinOp::Sub, ix.clone(), self.forms.outer_expr(outer, *lo))
                     }
-                    _ => tir::Expr::binary(BinOp::Sub, ix.clone(), forms.outer_expr(outer, *lo)),
                 };
             }
         }
-        return;
-    }
-    match e {
-        tir::Expr::Load { indices, .. } => indices
-            .iter_mut()
-            .for_each(|i| rewrite_in_place(i, buf, rw, forms)),
-        tir::Expr::Binary { lhs, rhs, .. } => {
-            rewrite_in_place(lhs, buf, rw, forms);
-            rewrite_in_place(rhs, buf, rw, forms);
-        }
-        tir::Expr::Not(x)
-        | tir::Expr::Cast { value: x, .. }
-        | tir::Expr::Broadcast { value: x, .. } => rewrite_in_place(x, buf, rw, forms),
-        tir::Expr::Select { cond, then, else_ } => {
-            rewrite_in_place(cond, buf, rw, forms);
-            rewrite_in_place(then, buf, rw, forms);
-            rewrite_in_place(else_, buf, rw, forms);
-        }
-        tir::Expr::Call { args, .. } => args
-            .iter_mut()
-            .for_each(|i| rewrite_in_place(i, buf, rw, forms)),
-        tir::Expr::Ramp { base, stride, .. } => {
-            rewrite_in_place(base, buf, rw, forms);
-            rewrite_in_place(stride, buf, rw, forms);
-        }
-        _ => {}
     }
 }
 
 fn subst_vars(e: &tir::Expr, m: &HashMap<VarId, tir::Expr>) -> tir::Expr {
     let mut out = e.clone();
-    subst_in_place(&mut out, m);
+    Substitute(m).mutate_expr(&mut out);
     out
 }
 
-fn subst_in_place(e: &mut tir::Expr, m: &HashMap<VarId, tir::Expr>) {
-    if let tir::Expr::Var(v) = e {
-        if let Some(r) = m.get(v) {
-            *e = r.clone();
-        }
-        return;
-    }
-    match e {
-        tir::Expr::Load { indices, .. } => indices.iter_mut().for_each(|i| subst_in_place(i, m)),
-        tir::Expr::Binary { lhs, rhs, .. } => {
-            subst_in_place(lhs, m);
-            subst_in_place(rhs, m);
-        }
-        tir::Expr::Not(x)
-        | tir::Expr::Cast { value: x, .. }
-        | tir::Expr::Broadcast { value: x, .. } => subst_in_place(x, m),
-        tir::Expr::Select { cond, then, else_ } => {
-            subst_in_place(cond, m);
-            subst_in_place(then, m);
-            subst_in_place(else_, m);
-        }
-        tir::Expr::Call { args, .. } => args.iter_mut().for_each(|i| subst_in_place(i, m)),
-        tir::Expr::Ramp { base, stride, .. } => {
-            subst_in_place(base, m);
-            subst_in_place(stride, m);
-        }
-        _ => {}
-    }
-}
-
 fn subst_stmt(s: &Stmt, m: &HashMap<VarId, tir::Expr>) -> Stmt {
-    match s {
-        Stmt::Store {
-            buffer,
-            indices,
-            value,
-        } => Stmt::store(
-            *buffer,
-            indices.iter().map(|i| subst_vars(i, m)).collect::<Vec<_>>(),
-            subst_vars(value, m),
-        ),
-        Stmt::If { cond, then, else_ } => Stmt::If {
-            cond: subst_vars(cond, m),
-            then: Box::new(subst_stmt(then, m)),
-            else_: else_.as_ref().map(|e| Box::new(subst_stmt(e, m))),
-        },
-        Stmt::Seq(v) => Stmt::seq(v.iter().map(|x| subst_stmt(x, m))),
-        other => other.clone(),
-    }
+    let mut out = s.clone();
+    Substitute(m).mutate_stmt(&mut out);
+    out
 }

@@ -146,6 +146,7 @@ pub fn compile(func: &PrimFunc) -> std::result::Result<CompiledKernel, String> {
         num_regs: 0,
         live: vec![false; func.buffers.len()],
         bufs,
+        nesting: 0,
     };
     let body = c.stmt(&func.body)?;
     Ok(CompiledKernel {
@@ -611,8 +612,14 @@ impl Cmp {
 // ---------------------------------------------------------------------------------------
 // The translator.
 
+/// How deep statements and expressions may nest in a compiled kernel (its closures
+/// recurse that deep when it runs; far below what a thread's stack holds).
+const MAX_NESTING: usize = 256;
+
 struct Compiler<'a> {
     func: &'a PrimFunc,
+    /// How deep the translation is in the tree (see [`MAX_NESTING`]).
+    nesting: usize,
     names: Names,
     /// The type of each variable while it is in scope.
     vars: Vec<Option<Ty>>,
@@ -633,6 +640,23 @@ type CResult<T> = std::result::Result<T, String>;
 
 impl Compiler<'_> {
     fn stmt(&mut self, s: &Stmt) -> CResult<StmtFn> {
+        self.nested(|c| c.stmt_at_depth(s))
+    }
+
+    /// Runs `f` one level deeper in the tree; refuses trees nested deeper than
+    /// [`MAX_NESTING`]: the compiled closures call each other as deep as the tree is, at
+    /// run time, so a deeper kernel runs in the reference interpreter instead.
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> CResult<T>) -> CResult<T> {
+        if self.nesting >= MAX_NESTING {
+            return Err(format!("a tree nested deeper than {MAX_NESTING}"));
+        }
+        self.nesting += 1;
+        let r = f(self);
+        self.nesting -= 1;
+        r
+    }
+
+    fn stmt_at_depth(&mut self, s: &Stmt) -> CResult<StmtFn> {
         Ok(match s {
             Stmt::Seq(v) => {
                 let mut parts = v
@@ -949,6 +973,10 @@ impl Compiler<'_> {
     }
 
     fn expr(&mut self, e: &Expr) -> CResult<CExpr> {
+        self.nested(|c| c.expr_at_depth(e))
+    }
+
+    fn expr_at_depth(&mut self, e: &Expr) -> CResult<CExpr> {
         Ok(match e {
             Expr::Int { value, dtype } => CExpr::constant(convert(Num::I(*value), *dtype), *dtype),
             Expr::Float { value, dtype } => {

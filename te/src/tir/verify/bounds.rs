@@ -25,6 +25,7 @@ use crate::tir::affine::Affine;
 use crate::tir::expr::{BinOp, Expr};
 use crate::tir::semantics::Interval;
 use crate::tir::types::{BufferId, VarId};
+use crate::tir::visit::deep;
 
 /// An atom of an affine form.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -82,6 +83,10 @@ fn node(e: &Expr) -> usize {
 impl Verifier<'_> {
     /// Checks every load inside `e` (already type checked).
     pub(super) fn bounds_expr(&mut self, e: &Expr) {
+        deep(|| self.bounds_expr_on_stack(e))
+    }
+
+    fn bounds_expr_on_stack(&mut self, e: &Expr) {
         if !self.reachable {
             return;
         }
@@ -276,6 +281,10 @@ impl Verifier<'_> {
 
     /// The affine form and the dtype of an integer or bool expression.
     fn norm(&mut self, e: &Expr) -> Option<(Lin, DType)> {
+        deep(|| self.norm_on_stack(e))
+    }
+
+    fn norm_on_stack(&mut self, e: &Expr) -> Option<(Lin, DType)> {
         Some(match e {
             Expr::Int { value, dtype } => (constant(*value as i128), *dtype),
             Expr::Bool(b) => (constant(*b as i128), DType::Bool),
