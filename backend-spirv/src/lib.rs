@@ -15,9 +15,13 @@ pub mod codegen;
 pub mod disasm;
 pub mod features;
 pub mod launch;
+pub mod vulkan;
+
+use std::sync::Arc;
 
 pub use kiln_executor::Backend;
-use kiln_executor::Result;
+use kiln_executor::{Error, KernelLibrary, Result, Target, TargetKind, Unsupported};
+use kiln_ir::DType;
 use kiln_te::tir::{self, PrimFunc};
 
 pub use features::Features;
@@ -94,4 +98,73 @@ pub fn spirv_of(kernels: &[PrimFunc]) -> Result<String> {
         }
     }
     Ok(out)
+}
+
+/// The `vulkan` target's backend: SPIR-V codegen for the device the target selects
+/// (`-device=INDEX|NAME`, default the first GPU, else the first device), run through
+/// [`vulkan::VulkanLibrary`].
+#[derive(Clone, Debug, Default)]
+pub struct VulkanBackend;
+
+impl VulkanBackend {
+    /// The default device, or why there is none (no loader, no device, a missing
+    /// validation layer when it is asked for): the registry lists `vulkan` only when
+    /// this succeeds.
+    pub fn probe() -> std::result::Result<Arc<vulkan::Gpu>, String> {
+        vulkan::open(None)
+    }
+
+    fn gpu(target: &Target) -> Result<Arc<vulkan::Gpu>> {
+        vulkan::open(target.option("device")).map_err(|why| {
+            Error::Unsupported(format!("target `{target}` has no Vulkan device: {why}"))
+        })
+    }
+}
+
+impl Backend for VulkanBackend {
+    fn name(&self) -> &str {
+        "vulkan"
+    }
+
+    fn target_kind(&self) -> TargetKind {
+        TargetKind::Vulkan
+    }
+
+    /// The dtypes the default device cannot hold, with the capability it lacks.
+    fn unsupported(&self) -> Vec<Unsupported> {
+        let Ok(gpu) = Self::probe() else {
+            return vec![];
+        };
+        let f = &gpu.features;
+        let mut out = vec![];
+        let mut lacks = |have: bool, dtypes: &[DType], what: &str| {
+            if !have {
+                for &dtype in dtypes {
+                    out.push(Unsupported {
+                        op: "*".into(),
+                        dtype,
+                        reason: format!("device `{}` lacks {what}", f.device),
+                    });
+                }
+            }
+        };
+        lacks(
+            f.int8,
+            &[DType::I8, DType::U8, DType::Bool],
+            "8-bit storage (storageBuffer8BitAccess, shaderInt8)",
+        );
+        lacks(
+            f.float16 && f.rte16,
+            &[DType::F16],
+            "float16 (shaderFloat16, storageBuffer16BitAccess, RTE rounding)",
+        );
+        lacks(f.int64, &[DType::I64], "shaderInt64");
+        out
+    }
+
+    fn compile(&self, target: &Target, kernels: &[PrimFunc]) -> Result<Arc<dyn KernelLibrary>> {
+        let gpu = Self::gpu(target)?;
+        let program = compile_module(kernels, &gpu.features)?;
+        Ok(Arc::new(vulkan::VulkanLibrary::new(gpu, program)?))
+    }
 }
