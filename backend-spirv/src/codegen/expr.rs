@@ -257,7 +257,11 @@ impl Gen<'_> {
                 self.ok(r)?
             }
             DType::U8 => {
-                let r = self.b.u_convert(t, None, raw);
+                // OpUConvert yields an unsigned type; the value fits int32 as it is.
+                let u = self.b.type_int(32, 0);
+                let r = self.b.u_convert(u, None, raw);
+                let r = self.ok(r)?;
+                let r = self.b.bitcast(t, None, r);
                 self.ok(r)?
             }
             DType::Bool => {

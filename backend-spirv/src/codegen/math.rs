@@ -5,9 +5,16 @@
 //! `rsqrt` as `1 / sqrt(x)` (the interpreter's two roundings; `InverseSqrt` is an
 //! approximation). `sqrt` and `fma` are GLSL's (Vulkan allows `sqrt` the error of
 //! `1/inversesqrt`, and `fma` to be unfused; Mesa's lavapipe computes both exactly).
-//! The transcendental ones use GLSL's `Exp`/`Log`/`Exp2`/`Log2` (Vulkan: `3 + 2·|x|`
-//! ulp for `exp`, `3` ulp or `2⁻²¹` absolute near 1 for `log`), inside the op
-//! tolerances (`TRANSC`: 1e-6 absolute + 2e-5 relative), in forms that stay finite:
+//! `exp` is kiln's own, because GLSL's `Exp` may lose `|x|·2⁻²⁴` (Vulkan allows
+//! `3 + 2·|x|` ulp; lavapipe is 30 ulp off at `x = -65`) and flushes results below the
+//! smallest normal float on drivers that flush denormals (lavapipe does): `x = k·ln2 + r`
+//! with `k` rounded and `r` reduced in two steps (Cody–Waite, `k·ln2_hi` exact), `e^r` by
+//! its Taylor polynomial to degree 7 (`|r| ≤ ln2/2`: truncation below 6e-9), scaled by
+//! `2^k` in two exponent-field factors, or, when the result is subnormal, built as the
+//! integer `round(e^r·2^(k+149))` in the subnormal bits, so it never depends on the
+//! device's denormal mode. `log` and `pow` use GLSL's `Log`/`Log2`/`Exp2` (Vulkan: 3 ulp,
+//! or `2⁻²¹` absolute near 1), inside the op tolerances (`TRANSC`: 1e-6 absolute + 2e-5
+//! relative). Forms that stay finite:
 //! - `tanh(x) = sign(x)·(1 − 2/(exp(2|x|) + 1))` (GLSL's `Tanh` may be `sinh/cosh`,
 //!   NaN for large `|x|`);
 //! - `sigmoid` in the interpreter's stable form (`exp(-|x|)`, never overflowing);
@@ -62,7 +69,7 @@ impl Gen<'_> {
         }
         let x = args[0].id;
         let id = match intrinsic {
-            Intrinsic::Exp => self.glsl(Glsl::Exp, &[x])?,
+            Intrinsic::Exp => self.exp(x)?,
             Intrinsic::Log => self.glsl(Glsl::Log, &[x])?,
             Intrinsic::Sqrt => self.glsl(Glsl::Sqrt, &[x])?,
             Intrinsic::Rsqrt => {
@@ -164,7 +171,7 @@ impl Gen<'_> {
     fn tanh(&mut self, x: Word) -> Result<Word> {
         let a = self.glsl(Glsl::FAbs, &[x])?;
         let a2 = self.fadd(a, a)?;
-        let e = self.glsl(Glsl::Exp, &[a2])?;
+        let e = self.exp(a2)?;
         let one = self.const_f32(1.0);
         let two = self.const_f32(2.0);
         let q = self.fadd(e, one)?;
@@ -176,13 +183,120 @@ impl Gen<'_> {
     fn sigmoid(&mut self, x: Word) -> Result<Word> {
         let a = self.glsl(Glsl::FAbs, &[x])?;
         let na = self.fneg(a)?;
-        let e = self.glsl(Glsl::Exp, &[na])?;
+        let e = self.exp(na)?;
         let one = self.const_f32(1.0);
         let zero = self.const_f32(0.0);
         let d = self.fadd(e, one)?;
         let neg = self.fcmp_lt(x, zero)?;
         let num = self.fselect(neg, e, one)?;
-        self.fdiv(num, d)
+        let q = self.fdiv(num, d)?;
+        // Below -17, 1 + e rounds to 1 and e / (1 + e) is e itself: taken as it is, so a
+        // subnormal e survives a device that flushes subnormal operands.
+        let far = self.const_f32(-17.0);
+        let tail = self.fcmp_lt(x, far)?;
+        self.fselect(tail, e, q)
+    }
+
+    /// `e^x` (see the module doc).
+    fn exp(&mut self, x: Word) -> Result<Word> {
+        let bool_t = self.ty(DType::Bool)?;
+        let int = self.ty(DType::I32)?;
+        let u = self.b.type_int(32, 0);
+        let f = self.ty(DType::F32)?;
+        // ln2 = LN2_HI + LN2_LO, LN2_HI with 16 significant bits (k·LN2_HI is exact).
+        const LN2_HI: f32 = 0.693_145_751_953_125;
+        let ln2_lo = (std::f64::consts::LN_2 - LN2_HI as f64) as f32;
+        let log2e = self.const_f32(std::f32::consts::LOG2_E);
+        let t = self.fmul(x, log2e)?;
+        let k = self.glsl(Glsl::RoundEven, &[t])?;
+        // |k| ≤ 160 covers every finite result; beyond, the result is 0 or inf anyway.
+        let (lo, hi) = (self.const_f32(-160.0), self.const_f32(160.0));
+        let below = self.fcmp_lt(k, lo)?;
+        let k = self.fselect(below, lo, k)?;
+        let above = self.fcmp_lt(hi, k)?;
+        let k = self.fselect(above, hi, k)?;
+        let nan = self.b.is_nan(bool_t, None, k);
+        let nan = self.ok(nan)?;
+        let zero = self.const_f32(0.0);
+        let k = self.fselect(nan, zero, k)?;
+        let c_hi = self.const_f32(LN2_HI);
+        let c_lo = self.const_f32(ln2_lo);
+        let kh = self.fmul(k, c_hi)?;
+        let r = self.fsub(x, kh)?;
+        let kl = self.fmul(k, c_lo)?;
+        let r = self.fsub(r, kl)?;
+        let p = self.horner(
+            r,
+            &[
+                1.0,
+                1.0,
+                0.5,
+                1.0 / 6.0,
+                1.0 / 24.0,
+                1.0 / 120.0,
+                1.0 / 720.0,
+                1.0 / 5040.0,
+            ],
+        )?;
+        let ki = self.b.convert_f_to_s(int, None, k);
+        let ki = self.ok(ki)?;
+        // 2^n as a float, for n in the normal exponent range.
+        let pow2 = |g: &mut Self, n: Word| -> Result<Word> {
+            let bias = g.const_i32(127);
+            let e = g.b.i_add(int, None, n, bias);
+            let e = g.ok(e)?;
+            let sh = g.const_i32(23);
+            let bits = g.b.shift_left_logical(int, None, e, sh);
+            let bits = g.ok(bits)?;
+            let r = g.b.bitcast(f, None, bits);
+            g.ok(r)
+        };
+        // Normal results: p · 2^(k/2) · 2^(k - k/2).
+        let one_i = self.const_i32(1);
+        let k1 = self.b.shift_right_arithmetic(int, None, ki, one_i);
+        let k1 = self.ok(k1)?;
+        let k2 = self.b.i_sub(int, None, ki, k1);
+        let k2 = self.ok(k2)?;
+        let s1 = pow2(self, k1)?;
+        let s2 = pow2(self, k2)?;
+        let normal = self.fmul(p, s1)?;
+        let normal = self.fmul(normal, s2)?;
+        // Subnormal results: the integer round(p · 2^(k+149)) as the bits.
+        let c149 = self.const_i32(149);
+        let ks = self.b.i_add(int, None, ki, c149);
+        let ks = self.ok(ks)?;
+        let lo_k = self.const_i32(-20);
+        let clamp = self.b.s_less_than(bool_t, None, ks, lo_k);
+        let clamp = self.ok(clamp)?;
+        let ks = self.b.select(int, None, clamp, lo_k, ks);
+        let ks = self.ok(ks)?;
+        // (Normal results take the other path; keep this one's exponent in range.)
+        let hi_k = self.const_i32(30);
+        let clamp = self.b.s_greater_than(bool_t, None, ks, hi_k);
+        let clamp = self.ok(clamp)?;
+        let ks = self.b.select(int, None, clamp, hi_k, ks);
+        let ks = self.ok(ks)?;
+        let sk = pow2(self, ks)?;
+        let m = self.fmul(p, sk)?;
+        let m = self.glsl(Glsl::RoundEven, &[m])?;
+        let small_p = self.b.is_nan(bool_t, None, m);
+        let small_p = self.ok(small_p)?;
+        let m = self.fselect(small_p, zero, m)?;
+        let mu = self.b.convert_f_to_u(u, None, m);
+        let mu = self.ok(mu)?;
+        let sub = self.b.bitcast(f, None, mu);
+        let sub = self.ok(sub)?;
+        let min_k = self.const_i32(-126);
+        let is_sub = self.b.s_less_than(bool_t, None, ki, min_k);
+        let is_sub = self.ok(is_sub)?;
+        let r = self.fselect(is_sub, sub, normal)?;
+        // Far below: 0 (the polynomial of -inf is not a number); NaN stays NaN.
+        let floor = self.const_f32(-104.0);
+        let gone = self.fcmp_lt(x, floor)?;
+        let r = self.fselect(gone, zero, r)?;
+        let xn = self.b.is_nan(bool_t, None, x);
+        let xn = self.ok(xn)?;
+        self.fselect(xn, x, r)
     }
 
     /// `c0 + z·(c1 + z·(c2 + ...))` by Horner's rule with `fma`.
@@ -227,7 +341,7 @@ impl Gen<'_> {
         )?;
         let poly = self.fmul(poly, t)?;
         let nz = self.fneg(z)?;
-        let e = self.glsl(Glsl::Exp, &[nz])?;
+        let e = self.exp(nz)?;
         let poly = self.fmul(poly, e)?;
         let large = self.fsub(one, poly)?;
         let half = self.const_f32(0.5);
