@@ -45,6 +45,9 @@ pub struct SpirvKernel {
     pub launches: Vec<SpirvLaunch>,
     /// Bytes of each buffer parameter (inputs, then outputs).
     pub param_bytes: Vec<usize>,
+    /// Whether the launches take the status word (binding `param_bytes.len()`) that
+    /// reports an integer division by zero.
+    pub status: bool,
 }
 
 /// The SPIR-V of `kernels` for a device with `features` (each kernel verified first).
@@ -78,6 +81,7 @@ pub fn compile_module(kernels: &[PrimFunc], features: &Features) -> Result<Vec<S
                 name: f.name.clone(),
                 launches,
                 param_bytes,
+                status: codegen::reports_division_by_zero(f),
             })
         })
         .collect()

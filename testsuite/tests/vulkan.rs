@@ -157,3 +157,54 @@ fn every_zoo_and_op_kernel_passes_spirv_val() {
         validate(&c.name, &ks);
     }
 }
+
+/// A library's calls are timed on the device: after a synchronized sequence of calls,
+/// `last_times` has one positive time per call, named by its kernel; a kernel dividing
+/// by a zero read from memory reports the division as the call's error.
+#[test]
+fn calls_are_timed_and_division_by_zero_is_reported() {
+    use kiln::KernelLibrary;
+    use kiln_backend_spirv::vulkan::VulkanLibrary;
+    if vulkan().is_none() {
+        return;
+    }
+    let gpu = kiln_backend_spirv::VulkanBackend::probe().unwrap();
+    let (m, _) = kiln_testsuite::ops::one_op(
+        kiln_ir::op::Binary::new(kiln_ir::op::BinaryKind::FloorMod),
+        &[
+            kiln_testsuite::ops::Arg::T(kiln_testsuite::ops::tt(&[64], DType::I32)),
+            kiln_testsuite::ops::Arg::T(kiln_testsuite::ops::tt(&[64], DType::I32)),
+        ],
+    )
+    .unwrap();
+    let ks = kernels_of(&m, ScheduleKind::Gpu).unwrap();
+    let lib = VulkanLibrary::new(gpu.clone(), compile_module(&ks, &gpu.features).unwrap()).unwrap();
+    let bytes = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let (a, b, out) = (
+        lib.alloc(256).unwrap(),
+        lib.alloc(256).unwrap(),
+        lib.alloc(256).unwrap(),
+    );
+    lib.copy_to_device(&*a, &bytes(&[-7; 64])).unwrap();
+    lib.copy_to_device(&*b, &bytes(&[2; 64])).unwrap();
+    let args = [a.clone(), b.clone(), out.clone()];
+    for _ in 0..3 {
+        lib.call(0, &args).unwrap();
+    }
+    lib.synchronize().unwrap();
+    let mut got = vec![0u8; 256];
+    lib.copy_to_host(&*out, &mut got).unwrap();
+    assert_eq!(got, bytes(&[1; 64]), "floor_mod(-7, 2)");
+    if gpu.timestamp_ns().is_some() {
+        let times = lib.last_times().expect("timed");
+        assert_eq!(times.len(), 3, "{times:?}");
+        assert!(
+            times.iter().all(|(k, us)| k == &ks[0].name && *us > 0.0),
+            "{times:?}"
+        );
+    }
+    lib.copy_to_device(&*b, &bytes(&[0; 64])).unwrap();
+    lib.call(0, &args).unwrap();
+    let e = lib.synchronize().unwrap_err().to_string();
+    assert!(e.contains("division by zero"), "{e}");
+}

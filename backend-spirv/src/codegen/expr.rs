@@ -437,6 +437,9 @@ impl Gen<'_> {
         let safe = if needs_guard {
             let z = self.b.i_equal(bool_t, None, y, zero);
             let z = self.ok(z)?;
+            if let Some(status) = self.status {
+                self.report_if(z, status)?;
+            }
             let m = self.b.i_equal(bool_t, None, y, minus_one);
             let m = self.ok(m)?;
             let bad = self.b.logical_or(bool_t, None, z, m);
@@ -491,6 +494,26 @@ impl Gen<'_> {
         };
         let r = self.b.select(t, None, m, special, result);
         self.ok(r)
+    }
+
+    /// Stores 1 to the status word when `cond` holds.
+    fn report_if(&mut self, cond: Word, status: Word) -> Result<()> {
+        let (merge, l_set) = (self.b.id(), self.b.id());
+        let r = self.b.selection_merge(merge, SelectionControl::NONE);
+        self.ok(r)?;
+        let r = self.b.branch_conditional(cond, l_set, merge, []);
+        self.ok(r)?;
+        self.start_block(l_set)?;
+        let u = self.b.type_int(32, 0);
+        let ptr = self.b.type_pointer(None, StorageClass::StorageBuffer, u);
+        let zero = self.const_i32(0);
+        let p = self.b.access_chain(ptr, None, status, [zero, zero]);
+        let p = self.ok(p)?;
+        let one = self.const_u32(1);
+        let r = self.b.store(p, one, None, []);
+        self.ok(r)?;
+        self.branch(merge)?;
+        self.start_block(merge)
     }
 
     /// The value of integer constant `id`, if it is one this generator made.

@@ -23,6 +23,11 @@
 //!   IEEE 754-2019 `max`/`min`, wrapping integers, floor division and modulo, division
 //!   never traps (a zero or `-1` divisor is made safe, `x / -1` is `-x`), saturating
 //!   float→int casts. The intrinsics are in [`math`].
+//! - **Division by zero** is an error, as on every target: a kernel that divides
+//!   integers by a value that is not a positive constant ([`reports_division_by_zero`])
+//!   has one more storage buffer, binding `params.len()`, a status word; a zero divisor
+//!   stores 1 there (and divides by one), and the library reports the error after the
+//!   kernel ran.
 
 mod expr;
 mod math;
@@ -32,7 +37,7 @@ use std::collections::HashMap;
 
 use kiln_executor::{Error, Result};
 use kiln_ir::DType;
-use kiln_te::tir::{BufferId, PrimFunc, Scope, Stmt, ThreadAxis};
+use kiln_te::tir::{BinOp, BufferId, Expr, PrimFunc, Scope, Stmt, ThreadAxis};
 use rspirv::binary::Assemble;
 use rspirv::dr::{self, Builder, Operand};
 use rspirv::spirv::{
@@ -66,6 +71,26 @@ struct BufVar {
     elem: Word,
 }
 
+/// Whether `func` divides integers by a value that is not a positive constant (so may
+/// divide by zero): its launches then take the status word.
+pub fn reports_division_by_zero(func: &PrimFunc) -> bool {
+    let mut found = false;
+    func.body.visit(&mut |s| {
+        for e in s.exprs() {
+            e.visit(&mut |x| {
+                if let Expr::Binary { op, lhs, rhs } = x
+                    && matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod)
+                    && !matches!(rhs.as_int(), Some(c) if c > 0)
+                    && kiln_te::tir::verify::type_of(func, lhs).is_ok_and(|t| !t.dtype.is_float())
+                {
+                    found = true;
+                }
+            });
+        }
+    });
+    found
+}
+
 /// The SPIR-V words of the launch of `func` rooted at `root`.
 pub(crate) fn emit_launch(
     func: &PrimFunc,
@@ -95,9 +120,13 @@ pub(crate) fn emit_launch(
         bound: [false; 6],
         guarded_depth: 0,
         shared_bytes: 0,
+        status: None,
     };
     for (k, &p) in func.params.iter().enumerate() {
         g.storage_buffer(k as u32, p)?;
+    }
+    if reports_division_by_zero(func) {
+        g.status = Some(g.status_buffer(func.params.len() as u32));
     }
     let void = g.b.type_void();
     let fn_ty = g.b.type_function(void, []);
@@ -145,6 +174,8 @@ pub(crate) struct Gen<'a> {
     /// How many enclosing thread-loop guards (a barrier under one is divergent).
     guarded_depth: usize,
     shared_bytes: u64,
+    /// The status word's buffer, in kernels that report division by zero.
+    pub(crate) status: Option<Word>,
 }
 
 impl<'a> Gen<'a> {
@@ -263,6 +294,26 @@ impl<'a> Gen<'a> {
             },
         );
         Ok(())
+    }
+
+    /// The status word: a `uint` storage buffer at `binding`.
+    fn status_buffer(&mut self, binding: u32) -> Word {
+        let u = self.b.type_int(32, 0);
+        let rt = self.b.type_runtime_array(u);
+        self.b
+            .decorate(rt, Decoration::ArrayStride, [Operand::LiteralBit32(4)]);
+        let st = self.b.type_struct([rt]);
+        self.b.decorate(st, Decoration::Block, []);
+        self.b
+            .member_decorate(st, 0, Decoration::Offset, [Operand::LiteralBit32(0)]);
+        let ps = self.b.type_pointer(None, StorageClass::StorageBuffer, st);
+        let var = self.global_variable(ps, StorageClass::StorageBuffer);
+        self.b
+            .decorate(var, Decoration::DescriptorSet, [Operand::LiteralBit32(0)]);
+        self.b
+            .decorate(var, Decoration::Binding, [Operand::LiteralBit32(binding)]);
+        self.interface.push(var);
+        var
     }
 
     /// Declares shared or local buffer `id` (once per module).

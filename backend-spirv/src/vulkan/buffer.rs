@@ -130,10 +130,15 @@ impl VkBuffer {
 
     /// Copies the start of this (mapped, idle) buffer into `dst`.
     pub(crate) fn read(&self, dst: &mut [u8]) {
+        self.read_at(0, dst);
+    }
+
+    /// Copies bytes from `offset` of this (mapped, idle) buffer into `dst`.
+    pub(crate) fn read_at(&self, offset: usize, dst: &mut [u8]) {
         if let Some(p) = self.mapped {
-            let n = dst.len().min(self.len);
+            let n = dst.len().min(self.len.saturating_sub(offset));
             // SAFETY: the mapping holds `len` bytes; the device is done writing it.
-            unsafe { std::ptr::copy_nonoverlapping(p, dst.as_mut_ptr(), n) };
+            unsafe { std::ptr::copy_nonoverlapping(p.add(offset), dst.as_mut_ptr(), n) };
         }
     }
 }

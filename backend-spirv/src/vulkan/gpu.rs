@@ -294,6 +294,11 @@ impl Gpu {
         Ok((device, features, timestamp_ns))
     }
 
+    /// Nanoseconds per timestamp tick, if the compute queue has timestamps.
+    pub fn timestamp_ns(&self) -> Option<f64> {
+        self.timestamp_ns
+    }
+
     /// An error of this device.
     pub(crate) fn error(&self, message: impl Into<String>) -> Error {
         Error::Device {

@@ -9,7 +9,9 @@
 //! executor is — and resubmitted whenever the same sequence comes again, with its
 //! descriptor sets. Each call is bracketed by timestamp queries when the queue has
 //! them: [`VulkanLibrary::last_times`] gives the device time of the calling thread's
-//! last submission, per call. Several executors (threads) share one library; each one's
+//! last submission, per call. Kernels that may divide by zero get a status word per
+//! call (a slot of one host-visible buffer of the recording, zeroed at its start),
+//! read after the submission: a set word is that call's error. Several executors (threads) share one library; each one's
 //! queue, recordings and times are its own.
 
 use std::collections::HashMap;
@@ -27,6 +29,8 @@ use crate::SpirvKernel;
 struct Kernel {
     name: String,
     param_bytes: Vec<usize>,
+    /// Whether the launches take a status word (binding `param_bytes.len()`).
+    status: bool,
     set_layout: vk::DescriptorSetLayout,
     layout: vk::PipelineLayout,
     /// Per launch: the pipeline and its workgroup counts.
@@ -40,6 +44,9 @@ type Call = (usize, Vec<Arc<dyn DeviceBuffer>>);
 const MAX_QUEUED: usize = 4096;
 /// The most recorded call sequences kept.
 const MAX_RECORDED: usize = 64;
+/// Bytes between status words (a multiple of every device's storage-buffer offset
+/// alignment, at most 256 by the Vulkan spec).
+const STATUS_STRIDE: usize = 256;
 
 /// A recorded call sequence, resubmitted while its buffers live.
 struct Recorded {
@@ -49,6 +56,8 @@ struct Recorded {
     queries: Option<vk::QueryPool>,
     calls: usize,
     buffers: Vec<Weak<dyn DeviceBuffer>>,
+    /// The status words and, per call, its slot.
+    status: Option<(VkBuffer, Vec<Option<usize>>)>,
 }
 
 impl Recorded {
@@ -113,7 +122,7 @@ impl VulkanLibrary {
     fn pipelines(&self, k: &SpirvKernel) -> Result<Kernel> {
         let gpu = &self.gpu;
         let d = &gpu.device;
-        let bindings: Vec<_> = (0..k.param_bytes.len() as u32)
+        let bindings: Vec<_> = (0..(k.param_bytes.len() + usize::from(k.status)) as u32)
             .map(|i| {
                 vk::DescriptorSetLayoutBinding::default()
                     .binding(i)
@@ -145,6 +154,7 @@ impl VulkanLibrary {
             let mut kernel = Kernel {
                 name: k.name.clone(),
                 param_bytes: k.param_bytes.clone(),
+                status: k.status,
                 set_layout,
                 layout,
                 launches: vec![],
@@ -240,6 +250,19 @@ impl VulkanLibrary {
         // `calls` keeps every buffer alive until the submission has finished.
         self.gpu.submit_and_wait(recorded.cmd)?;
         drop(calls);
+        if let Some((words, slots)) = &recorded.status {
+            for ((k, _), slot) in key.iter().zip(slots) {
+                let Some(slot) = slot else { continue };
+                let mut w = [0u8; 4];
+                words.read_at(slot * STATUS_STRIDE, &mut w);
+                if u32::from_ne_bytes(w) != 0 {
+                    return Err(self.gpu.error(format!(
+                        "integer division by zero in @{}",
+                        self.kernels[*k].name
+                    )));
+                }
+            }
+        }
         if let Some(q) = recorded.queries {
             let mut ticks = vec![0u64; 2 * recorded.calls];
             // SAFETY: the queries were written by the finished submission.
@@ -273,7 +296,28 @@ impl VulkanLibrary {
     fn record(&self, calls: &[Call]) -> Result<Recorded> {
         let gpu = &self.gpu;
         let d = &gpu.device;
-        let n_buffers: u32 = calls.iter().map(|(_, a)| a.len() as u32).sum();
+        let mut n_status = 0;
+        let slots: Vec<Option<usize>> = calls
+            .iter()
+            .map(|(k, _)| {
+                self.kernels[*k].status.then(|| {
+                    n_status += 1;
+                    n_status - 1
+                })
+            })
+            .collect();
+        let status = if n_status > 0 {
+            Some(VkBuffer::new(
+                gpu,
+                n_status * STATUS_STRIDE,
+                vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST,
+                true,
+            )?)
+        } else {
+            None
+        };
+        let n_buffers: u32 =
+            calls.iter().map(|(_, a)| a.len() as u32).sum::<u32>() + n_status as u32;
         let sizes = [vk::DescriptorPoolSize::default()
             .ty(vk::DescriptorType::STORAGE_BUFFER)
             .descriptor_count(n_buffers.max(1))];
@@ -314,6 +358,7 @@ impl VulkanLibrary {
                 .iter()
                 .flat_map(|(_, a)| a.iter().map(Arc::downgrade))
                 .collect(),
+            status: None,
         };
         let layouts: Vec<_> = calls
             .iter()
@@ -328,8 +373,8 @@ impl VulkanLibrary {
             )
         }
         .map_err(|e| gpu.vk("vkAllocateDescriptorSets", e))?;
-        for ((_, args), &set) in calls.iter().zip(&sets) {
-            let infos: Vec<_> = args
+        for (((_, args), &set), slot) in calls.iter().zip(&sets).zip(&slots) {
+            let mut infos: Vec<_> = args
                 .iter()
                 .map(|a| {
                     [vk::DescriptorBufferInfo::default()
@@ -338,6 +383,12 @@ impl VulkanLibrary {
                         .range(vk::WHOLE_SIZE)]
                 })
                 .collect();
+            if let (Some(slot), Some(words)) = (slot, &status) {
+                infos.push([vk::DescriptorBufferInfo::default()
+                    .buffer(words.buffer)
+                    .offset((slot * STATUS_STRIDE) as u64)
+                    .range(4)]);
+            }
             let writes: Vec<_> = infos
                 .iter()
                 .enumerate()
@@ -357,6 +408,21 @@ impl VulkanLibrary {
             unsafe {
                 if let Some(q) = queries {
                     d.cmd_reset_query_pool(cmd, q, 0, 2 * calls.len() as u32);
+                }
+                if let Some(words) = &status {
+                    d.cmd_fill_buffer(cmd, words.buffer, 0, vk::WHOLE_SIZE, 0);
+                    barrier(
+                        d,
+                        cmd,
+                        (
+                            vk::PipelineStageFlags::TRANSFER,
+                            vk::AccessFlags::TRANSFER_WRITE,
+                        ),
+                        (
+                            vk::PipelineStageFlags::COMPUTE_SHADER,
+                            vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
+                        ),
+                    );
                 }
                 for (i, ((k, _), &set)) in calls.iter().zip(&sets).enumerate() {
                     let kernel = &self.kernels[*k];
@@ -380,19 +446,17 @@ impl VulkanLibrary {
                         );
                         d.cmd_dispatch(cmd, x, y, z);
                         // The next launch or call sees this one's writes.
-                        let barrier = vk::MemoryBarrier::default()
-                            .src_access_mask(vk::AccessFlags::SHADER_WRITE)
-                            .dst_access_mask(
-                                vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
-                            );
-                        d.cmd_pipeline_barrier(
+                        barrier(
+                            d,
                             cmd,
-                            vk::PipelineStageFlags::COMPUTE_SHADER,
-                            vk::PipelineStageFlags::COMPUTE_SHADER,
-                            vk::DependencyFlags::empty(),
-                            &[barrier],
-                            &[],
-                            &[],
+                            (
+                                vk::PipelineStageFlags::COMPUTE_SHADER,
+                                vk::AccessFlags::SHADER_WRITE,
+                            ),
+                            (
+                                vk::PipelineStageFlags::COMPUTE_SHADER,
+                                vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
+                            ),
                         );
                     }
                     if let Some(q) = queries {
@@ -404,9 +468,21 @@ impl VulkanLibrary {
                         );
                     }
                 }
+                if status.is_some() {
+                    barrier(
+                        d,
+                        cmd,
+                        (
+                            vk::PipelineStageFlags::COMPUTE_SHADER,
+                            vk::AccessFlags::SHADER_WRITE,
+                        ),
+                        (vk::PipelineStageFlags::HOST, vk::AccessFlags::HOST_READ),
+                    );
+                }
             }
             Ok(())
         })?;
+        rec.status = status.map(|s| (s, slots));
         Ok(rec)
     }
 
@@ -419,6 +495,33 @@ impl VulkanLibrary {
                 .error(format!("a buffer of another backend ({b:?})"))),
         }
     }
+}
+
+/// A global memory barrier from `(stage, access)` to `(stage, access)`.
+///
+/// # Safety
+/// `cmd` is being recorded on `d`.
+unsafe fn barrier(
+    d: &ash::Device,
+    cmd: vk::CommandBuffer,
+    src: (vk::PipelineStageFlags, vk::AccessFlags),
+    dst: (vk::PipelineStageFlags, vk::AccessFlags),
+) {
+    let b = vk::MemoryBarrier::default()
+        .src_access_mask(src.1)
+        .dst_access_mask(dst.1);
+    // SAFETY: as the caller promises.
+    unsafe {
+        d.cmd_pipeline_barrier(
+            cmd,
+            src.0,
+            dst.0,
+            vk::DependencyFlags::empty(),
+            &[b],
+            &[],
+            &[],
+        )
+    };
 }
 
 fn vk_buffer(b: &dyn DeviceBuffer) -> Option<&VkBuffer> {
