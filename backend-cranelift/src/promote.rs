@@ -101,6 +101,10 @@ impl Walk<'_> {
                 }
                 self.expr(value);
             }
+            // A micro-kernel reads and writes its operands in memory.
+            Stmt::MicroKernel(call) if call.operands.iter().any(|o| o.buffer == self.buf) => {
+                self.ok = false;
+            }
             _ => {
                 for e in s.exprs() {
                     self.expr(e);

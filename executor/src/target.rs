@@ -72,7 +72,7 @@ impl TargetKind {
     pub fn options(&self) -> Option<&'static [TargetOption]> {
         match self {
             TargetKind::Ref | TargetKind::Interp => Some(&[]),
-            TargetKind::Cpu => Some(&[THREADS, FMA]),
+            TargetKind::Cpu => Some(&[THREADS, FMA, ISA]),
             TargetKind::Cuda => Some(&[ARCH, MAX_THREADS_PER_BLOCK]),
             TargetKind::Vulkan => Some(&[MAX_THREADS_PER_BLOCK]),
             TargetKind::Custom(_) => None,
@@ -159,6 +159,8 @@ pub enum OptionValue {
     /// A CUDA compute capability, `sm_` then two or three digits and an optional `a`
     /// (`sm_80`, `sm_90a`).
     SmArch,
+    /// One of a fixed list of names.
+    OneOf(&'static [&'static str]),
 }
 
 impl OptionValue {
@@ -166,6 +168,7 @@ impl OptionValue {
         match self {
             OptionValue::Int { min, max } => format!("N, {min}..={max}"),
             OptionValue::SmArch => "sm_XY".to_string(),
+            OptionValue::OneOf(names) => names.join("|"),
         }
     }
 
@@ -189,6 +192,10 @@ impl OptionValue {
                     None => Err(format!("`{v}` is not a compute capability like sm_80")),
                 }
             }
+            OptionValue::OneOf(names) => match names.contains(&v) {
+                true => Ok(v.to_string()),
+                false => Err(format!("`{v}` is not one of {}", names.join(", "))),
+            },
         }
     }
 }
@@ -202,6 +209,11 @@ const FMA: TargetOption = TargetOption {
     name: "fma",
     value: OptionValue::Int { min: 0, max: 1 },
     doc: "fuse multiply-adds when the host has FMA (1, the default) or round each (0)",
+};
+const ISA: TargetOption = TargetOption {
+    name: "isa",
+    value: OptionValue::OneOf(&["avx512", "avx2", "sse"]),
+    doc: "the micro-kernels' vector ISA (default: the best the host runs; a level it lacks is refused at build)",
 };
 const ARCH: TargetOption = TargetOption {
     name: "arch",

@@ -67,7 +67,9 @@ pub struct Prepared {
 }
 
 /// Prepares `func` for repeated runs (see [`Prepared`]).
+/// `microkernel` calls run as their declarations' loops.
 pub fn prepare(func: &PrimFunc) -> Prepared {
+    let func = &super::microkernel::expand(func).unwrap_or_else(|_| func.clone());
     Prepared {
         func: func.clone(),
         fast: compile(func).ok(),
@@ -128,6 +130,9 @@ fn check_args(func: &PrimFunc, args: &[NDArray]) -> Result<()> {
 /// (thread-bound loops, barriers, shared memory, vector values); [`run`] uses it for
 /// the kernels the compiled fast path does not accept.
 pub fn run_reference(func: &PrimFunc, args: &mut [NDArray]) -> Result<()> {
+    // `microkernel` calls run as their declarations' loops.
+    let expanded = super::microkernel::expand(func)?;
+    let func = &expanded;
     if args.len() != func.params.len() {
         return Err(Error::InvalidArgument(format!(
             "@{} takes {} buffers, got {}",
@@ -504,6 +509,10 @@ impl<'a> Machine<'a> {
             Stmt::Barrier => Err(Error::Eval(
                 "barrier outside any threadIdx-bound loop".into(),
             )),
+            Stmt::MicroKernel(call) => Err(Error::Eval(format!(
+                "unexpanded microkernel {}",
+                call.kernel
+            ))),
         }
     }
 
@@ -611,7 +620,7 @@ impl<'a> Machine<'a> {
                     r
                 }
             }
-            Stmt::Store { .. } => {
+            Stmt::Store { .. } | Stmt::MicroKernel(_) => {
                 for env in threads.iter_mut() {
                     self.exec(s, env)?;
                 }

@@ -13,11 +13,14 @@
 //! - [`printer`] / [`parser`]: the text form (round trip is tested);
 //! - [`semantics`]: the scalar semantics (wrapping, floor division, intervals) in one place;
 //! - [`verify`]: types, scoping, thread nesting, the bounds proof and the limits;
-//! - [`interp`]: the loop-IR interpreter (the second oracle, for lowering).
+//! - [`interp`]: the loop-IR interpreter (the second oracle, for lowering);
+//! - [`microkernel`]: calls of micro-kernels over declared buffer regions, and their
+//!   expansion into the declared loops.
 
 pub mod expr;
 pub mod func;
 pub mod interp;
+pub mod microkernel;
 pub mod parser;
 pub mod printer;
 pub mod semantics;
@@ -28,6 +31,7 @@ pub mod verify;
 pub use expr::{BinOp, Expr, Intrinsic};
 pub use func::{PrimFunc, PrimFuncBuilder, VarDecl};
 pub use interp::{run, run_with_inputs};
+pub use microkernel::{KernelCall, MicroKernel, Operand};
 pub use parser::parse;
 pub use stmt::{ForKind, Stmt, ThreadAxis};
 pub use types::{Buffer, BufferId, Scope, ValueType, VarId};
