@@ -14,6 +14,12 @@
 //! by a predicated branch. Float arithmetic uses the `.rn` forms (never contracted to an
 //! `fma`), so `+ - * /` and `sqrt` are IEEE-exact as the interpreter's; the intrinsics
 //! are in [`crate::math`].
+//!
+//! Integer division by zero is an error, as on every target: a kernel with an integer
+//! division or modulo by a value that is not a positive constant
+//! ([`reports_division_by_zero`]) takes one more `.u64` parameter, a status word; a
+//! zero divisor stores 1 there and divides by one instead, and the launcher reports
+//! the error after the kernel ran.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -57,6 +63,7 @@ pub(crate) fn emit_launch(
     launch: &Launch,
     drop_barrier: bool,
 ) -> Result<()> {
+    let status = reports_division_by_zero(func);
     let mut g = Gen {
         func,
         body: String::new(),
@@ -69,13 +76,15 @@ pub(crate) fn emit_launch(
         bound: [false; 6],
         guarded_depth: 0,
         drop_barrier,
+        status: None,
     };
     for (k, &p) in func.params.iter().enumerate() {
-        let raw = g.reg(2);
-        let ptr = g.reg(2);
-        g.line(format!("ld.param.u64 {raw}, [p{k}];"));
-        g.line(format!("cvta.to.global.u64 {ptr}, {raw};"));
+        let ptr = g.global_param(k);
         g.globals.insert(p, ptr);
+    }
+    let n_params = func.params.len() + usize::from(status);
+    if status {
+        g.status = Some(g.global_param(func.params.len()));
     }
     g.stmt(root)?;
     let shared: usize = g
@@ -90,7 +99,7 @@ pub(crate) fn emit_launch(
             format!("{shared} bytes of shared memory (at most 49152 without opt-in)"),
         ));
     }
-    let params: Vec<String> = (0..func.params.len())
+    let params: Vec<String> = (0..n_params)
         .map(|k| format!("\t.param .u64 p{k}"))
         .collect();
     let [gx, gy, gz] = launch.grid;
@@ -140,6 +149,8 @@ pub(crate) struct Gen<'a> {
     /// How many enclosing thread-loop guards (a barrier under one is divergent).
     guarded_depth: usize,
     drop_barrier: bool,
+    /// The global address of the status word, in kernels that report division by zero.
+    status: Option<String>,
 }
 
 fn class_of(d: DType) -> usize {
@@ -152,11 +163,40 @@ fn class_of(d: DType) -> usize {
 }
 
 /// The PTX integer type of a register holding `d`.
+/// Whether `func` divides integers by a value that is not a positive constant (so may
+/// divide by zero): its launches then take the status word.
+pub(crate) fn reports_division_by_zero(func: &PrimFunc) -> bool {
+    let mut found = false;
+    func.body.visit(&mut |s| {
+        for e in s.exprs() {
+            e.visit(&mut |x| {
+                if let Expr::Binary { op, lhs, rhs } = x
+                    && matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod)
+                    && !matches!(rhs.as_int(), Some(c) if c > 0)
+                    && kiln_te::tir::verify::type_of(func, lhs).is_ok_and(|t| !t.dtype.is_float())
+                {
+                    found = true;
+                }
+            });
+        }
+    });
+    found
+}
+
 fn int_ty(d: DType) -> &'static str {
     if d == DType::I64 { "s64" } else { "s32" }
 }
 
 impl<'a> Gen<'a> {
+    /// The global address held by `.param .u64 p{k}`, in a register.
+    fn global_param(&mut self, k: usize) -> String {
+        let raw = self.reg(2);
+        let ptr = self.reg(2);
+        self.line(format!("ld.param.u64 {raw}, [p{k}];"));
+        self.line(format!("cvta.to.global.u64 {ptr}, {raw};"));
+        ptr
+    }
+
     pub(crate) fn reg(&mut self, class: usize) -> String {
         let n = self.counts[class];
         self.counts[class] += 1;
@@ -718,6 +758,18 @@ impl<'a> Gen<'a> {
             return Ok(self.narrow(o));
         }
         let t = int_ty(d);
+        let y = match (&self.status, op) {
+            (Some(status), BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod) => {
+                // A zero divisor reports through the status word and divides by one.
+                let (status, zero) = (status.clone(), self.reg(0));
+                let safe = self.fresh(d).reg;
+                self.line(format!("setp.eq.{t} {zero}, {y}, 0;"));
+                self.line(format!("@{zero} st.global.u32 [{status}], 1;"));
+                self.line(format!("selp.b{} {safe}, 1, {y}, {zero};", bits(d)));
+                safe
+            }
+            _ => y,
+        };
         match op {
             BinOp::Add => self.line(format!("add.{t} {r}, {x}, {y};")),
             BinOp::Sub => self.line(format!("sub.{t} {r}, {x}, {y};")),

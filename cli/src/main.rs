@@ -303,6 +303,10 @@ fn main() -> ExitCode {
             }
         },
     };
+    if let Err(e) = kiln::layers::ir::tensor::budget::check_memory_limit_env() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let result = dispatch(cli.command);
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -63,6 +63,7 @@
 //! assert_eq!(exec.get_output(0)?.to_vec::<f32>()?, vec![0.0, 2.0, 0.0, 4.0]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![warn(missing_docs)]
 
 pub mod assemble;
 pub mod backend;

@@ -155,7 +155,12 @@ pub struct TargetOption {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum OptionValue {
     /// An integer in `min..=max`.
-    Int { min: u64, max: u64 },
+    Int {
+        /// The smallest accepted value.
+        min: u64,
+        /// The largest accepted value (inclusive).
+        max: u64,
+    },
     /// A CUDA compute capability, `sm_` then two or three digits and an optional `a`
     /// (`sm_80`, `sm_90a`).
     SmArch,

@@ -36,6 +36,8 @@
 //! assert_eq!(module.main().unwrap().params.len(), 1);
 //! ```
 
+mod arity;
+mod arity_table;
 mod control_flow;
 mod convert;
 mod einsum;

@@ -9,12 +9,19 @@ use crate::error::Error;
 /// The element type of a tensor.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
+    /// IEEE 754 binary32 (`float32`).
     F32,
+    /// IEEE 754 binary16 (`float16`).
     F16,
+    /// Signed 8-bit integer (`int8`).
     I8,
+    /// Unsigned 8-bit integer (`uint8`).
     U8,
+    /// Signed 32-bit integer (`int32`).
     I32,
+    /// Signed 64-bit integer (`int64`).
     I64,
+    /// `true`/`false`, one byte per element in memory (`bool`).
     Bool,
 }
 
@@ -77,14 +84,17 @@ impl DType {
             .find(|d| d.dl_code() == code && d.bits() == bits)
     }
 
+    /// Whether this is a floating-point dtype.
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F16)
     }
 
+    /// Whether this is an integer dtype, signed or unsigned (bool is not).
     pub fn is_int(self) -> bool {
         matches!(self, DType::I8 | DType::U8 | DType::I32 | DType::I64)
     }
 
+    /// Whether this is `bool`.
     pub fn is_bool(self) -> bool {
         self == DType::Bool
     }

@@ -13,6 +13,7 @@
 //! [`tensor`], [`is_float`], ...), [`check_rule`] with [`random_inputs`], and
 //! [`rewrite_module`], the bottom-up module rewriter the built-in passes use. The page
 //! [`writing_a_rule`] walks through it.
+#![warn(missing_docs)]
 
 pub mod eqsat;
 pub mod error;
