@@ -69,11 +69,12 @@ pub(crate) enum Host {
     F16Round,
     F16Load,
     F16Store,
+    Gemm,
 }
 
 impl Host {
     /// Every host function.
-    pub const ALL: [Host; 13] = [
+    pub const ALL: [Host; 14] = [
         Host::ParallelFor,
         Host::Fail,
         Host::Alloc,
@@ -87,6 +88,7 @@ impl Host {
         Host::F16Round,
         Host::F16Load,
         Host::F16Store,
+        Host::Gemm,
     ];
 
     /// The symbol name.
@@ -105,6 +107,7 @@ impl Host {
             Host::F16Round => "kiln_f16_round",
             Host::F16Load => "kiln_f16_load",
             Host::F16Store => "kiln_f16_store",
+            Host::Gemm => "kiln_gemm",
         }
     }
 
@@ -121,6 +124,12 @@ impl Host {
             Host::Pow => (&[F32, F32], &[F32]),
             Host::F16Load => (&[I32], &[F32]),
             Host::F16Store => (&[F32], &[I32]),
+            Host::Gemm => (
+                &[
+                    I32, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, I64, I64, I64,
+                ],
+                &[],
+            ),
         }
     }
 
@@ -140,6 +149,7 @@ impl Host {
             Host::F16Round => kiln_f16_round as *const u8,
             Host::F16Load => kiln_f16_load as *const u8,
             Host::F16Store => kiln_f16_store as *const u8,
+            Host::Gemm => crate::microkernel::kiln_gemm as *const u8,
         }
     }
 }

@@ -22,7 +22,8 @@
 //!   `parallel` loop.
 
 use crate::error::Result;
-use crate::te::{OpId, Schedule, Tensor};
+use crate::te::tensorize::match_gemm;
+use crate::te::{Attach, Expr, Intrin, OpId, Schedule, Tensor};
 use crate::tir::ForKind;
 use crate::topi::{Ctx, Tag};
 
@@ -85,6 +86,9 @@ pub fn generic(s: &mut Schedule, op: OpId) -> Result<()> {
 
 /// Register tiling of output `o` and its anchor `a` (see the module doc).
 fn anchored(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<()> {
+    if matches!(tag, Tag::Dense | Tag::BatchMatmul) && gemm_tiles(s, o, a)? {
+        return Ok(());
+    }
     let data = data_leaves(s, o);
     let shape = s.graph().ops()[o.index()].shape.clone();
     let rank = data.len();
@@ -183,4 +187,68 @@ fn anchored(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<()> {
         set_kind(s, a, v, ForKind::Vectorized)?;
     }
     Ok(())
+}
+
+/// Dense and batch-matmul on the gemm micro-kernel: the output tiled `tm × tn` over the
+/// anchor's `i` and `j` dimensions (every other dimension one at a time), the tiles in
+/// one `parallel` loop, the anchor computed at the tile by one tensorized call into a
+/// local tile, the epilogue vectorized over `j`. `false` (nothing changed) when the
+/// anchor does not match the micro-kernel's declaration, reads an inlined stage, or
+/// `j`'s extent has no tile size dividing it.
+fn gemm_tiles(s: &mut Schedule, o: OpId, a: OpId) -> Result<bool> {
+    let Ok(m) = match_gemm(s.graph(), a) else {
+        return Ok(false);
+    };
+    let inlined = m.reads.iter().any(|(r, _)| match r {
+        Expr::Read { tensor, .. } => s.stage(*tensor).is_ok_and(|st| st.attach == Attach::Inline),
+        _ => true,
+    });
+    if inlined {
+        return Ok(false);
+    }
+    let shape = s.graph().ops()[o.index()].shape.clone();
+    let [di, dj] = m.dims;
+    let tn = if shape[dj] <= 64 {
+        shape[dj]
+    } else {
+        pick(shape[dj], &[64, 48, 32, 16, 8])
+    };
+    if tn < 8 && tn != shape[dj] {
+        return Ok(false);
+    }
+    let tm = if shape[di] <= 16 {
+        shape[di]
+    } else {
+        pick(shape[di], &[16, 8, 4, 2])
+    };
+    let data = data_leaves(s, o);
+    let (mo, mi) = split(s, o, data[di], tm)?;
+    let (no, ni) = split(s, o, data[dj], tn)?;
+    let mut outer: Vec<_> = data
+        .iter()
+        .enumerate()
+        .filter(|(d, _)| *d != di && *d != dj)
+        .map(|(_, &x)| x)
+        .collect();
+    outer.extend([mo, no]);
+    let mut order = outer.clone();
+    order.push(mi);
+    let lanes = pick(tn, &[8, 4]);
+    if lanes > 1 {
+        let (nio, nii) = split(s, o, ni, lanes)?;
+        order.extend([nio, nii]);
+        reorder(s, o, &order)?;
+        set_kind(s, o, nii, ForKind::Vectorized)?;
+    } else {
+        order.push(ni);
+        reorder(s, o, &order)?;
+    }
+    let Some(p) = fuse_all(s, o, &outer)? else {
+        return Ok(false);
+    };
+    set_kind(s, o, p, ForKind::Parallel)?;
+    compute_at(s, a, o, p)?;
+    let t = s.graph().tensor(a)?;
+    s.tensorize(t, Intrin::Gemm)?;
+    Ok(true)
 }

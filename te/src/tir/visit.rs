@@ -59,6 +59,11 @@ pub fn walk_stmt<V: Visitor + ?Sized>(v: &mut V, s: &Stmt) {
             v.visit_stmt(body);
         }
         Stmt::Seq(stmts) => stmts.iter().for_each(|c| v.visit_stmt(c)),
+        Stmt::MicroKernel(call) => call
+            .operands
+            .iter()
+            .flat_map(|o| o.base.iter())
+            .for_each(|e| v.visit_expr(e)),
         Stmt::Barrier => {}
     })
 }
@@ -122,6 +127,11 @@ pub fn walk_stmt_mut<M: Mutator + ?Sized>(m: &mut M, s: &mut Stmt) {
             m.mutate_stmt(body);
         }
         Stmt::Seq(stmts) => stmts.iter_mut().for_each(|c| m.mutate_stmt(c)),
+        Stmt::MicroKernel(call) => call
+            .operands
+            .iter_mut()
+            .flat_map(|o| o.base.iter_mut())
+            .for_each(|e| m.mutate_expr(e)),
         Stmt::Barrier => {}
     })
 }
