@@ -7,7 +7,7 @@
 //! [`VarId`]s). Integer `Div` truncates toward zero; `FloorDiv`/`FloorMod` round toward
 //! negative infinity (integers only). `Select` evaluates both sides, so both must be safe
 //! to evaluate; guard possibly out-of-bounds loads with [`Stmt::If`](super::Stmt::If) or a
-//! `Select` whose condition the bounds verifier can use (see [`verify`](super::verify)).
+//! `Select` whose condition the bounds verifier can use (see [`verify`](mod@super::verify)).
 
 use std::ops;
 

@@ -13,7 +13,7 @@
 //! - [`printer`] / [`parser`]: the text form (round trip is tested);
 //! - [`semantics`]: the scalar semantics (wrapping, floor division, intervals) in one place;
 //! - [`affine`]: affine forms over atoms, the one linear-index type every pass uses;
-//! - [`verify`]: types, scoping, thread nesting, the bounds proof and the limits;
+//! - [`verify`](mod@verify): types, scoping, thread nesting, the bounds proof and the limits;
 //! - [`visit`]: the one walker (`Visitor`, `Mutator`), safe on deep trees;
 //! - [`legalize`]: the rewrite into the core loop IR every backend implements;
 //! - [`interp`]: the loop-IR interpreter (the second oracle, for lowering).

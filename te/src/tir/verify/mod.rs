@@ -34,7 +34,7 @@
 //!   own range. Code under contradictory facts (or in an empty loop) is unreachable and
 //!   not bounds-checked.
 //!
-//!   The proof is sound under wrapping integer semantics (module [`bounds`]): an
+//!   The proof is sound under wrapping integer semantics (module `bounds`): an
 //!   operation that may wrap is modelled as ranging over its whole dtype, and one on
 //!   the affine spine of an index is refused.
 //! - **Limits** (module [`limits`], [`Limits`]): the total number of loop iterations
