@@ -540,10 +540,7 @@ impl Expr {
 
     /// Calls `f` on this expression and every sub-expression, parents first.
     pub fn visit(&self, f: &mut impl FnMut(&Expr)) {
-        f(self);
-        for c in self.children() {
-            c.visit(f);
-        }
+        super::visit::for_each_expr(self, f)
     }
 
     /// The integer value if this is an integer immediate.
