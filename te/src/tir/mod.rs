@@ -15,7 +15,7 @@
 //! - [`affine`]: affine forms over atoms, the one linear-index type every pass uses;
 //! - [`verify`](mod@verify): types, scoping, thread nesting, the bounds proof and the limits;
 //! - [`visit`]: the one walker (`Visitor`, `Mutator`), safe on deep trees;
-//! - [`legalize`]: the rewrite into the core loop IR every backend implements;
+//! - [`legalize`](mod@legalize): the rewrite into the core loop IR every backend implements;
 //! - [`interp`]: the loop-IR interpreter (the second oracle, for lowering);
 //! - [`microkernel`]: calls of micro-kernels over declared buffer regions, and their
 //!   expansion into the declared loops.
