@@ -66,6 +66,12 @@ mod error;
 mod load;
 pub mod registry;
 
+/// The tutorial of `docs/tutorial.md` (from an ONNX file to a benchmark; kiln in a Rust
+/// program; a rewrite rule and a backend of your own), here so that its code runs as
+/// doctests.
+#[doc = include_str!("../../docs/tutorial.md")]
+pub mod tutorial {}
+
 pub use build::{Built, Optimized, build, build_on, optimize};
 pub use error::{Error, Result};
 pub use load::{Model, Shapes, load, load_onnx, load_text};
