@@ -26,6 +26,7 @@ use std::fmt::Write;
 
 use kiln_executor::{Error, Result};
 use kiln_ir::DType;
+use kiln_te::tir::visit::deep;
 use kiln_te::tir::{BinOp, BufferId, Expr, ForKind, PrimFunc, Scope, Stmt, ThreadAxis, VarId};
 
 use crate::launch::{Launch, launch_dims};
@@ -237,6 +238,10 @@ impl<'a> Gen<'a> {
     }
 
     fn stmt(&mut self, s: &Stmt) -> Result<()> {
+        deep(|| self.stmt_on_stack(s))
+    }
+
+    fn stmt_on_stack(&mut self, s: &Stmt) -> Result<()> {
         match s {
             Stmt::Seq(v) => v.iter().try_for_each(|c| self.stmt(c)),
             Stmt::For {
@@ -605,6 +610,10 @@ impl<'a> Gen<'a> {
     }
 
     pub(crate) fn expr(&mut self, e: &Expr) -> Result<Val> {
+        deep(|| self.expr_on_stack(e))
+    }
+
+    fn expr_on_stack(&mut self, e: &Expr) -> Result<Val> {
         match e {
             Expr::Int { value, dtype } => {
                 if !dtype.is_int() {
@@ -691,8 +700,9 @@ impl<'a> Gen<'a> {
                     .collect::<Result<Vec<_>>>()?;
                 crate::math::call(self, *intrinsic, vals)
             }
-            Expr::Ramp { .. } | Expr::Broadcast { .. } => Err(self
-                .err("vector values (ramp, broadcast): the GPU schedules are scalar per thread")),
+            Expr::Ramp { .. } | Expr::Broadcast { .. } => {
+                Err(self.err("a vector value outside the core loop IR"))
+            }
         }
     }
 
@@ -824,16 +834,9 @@ impl<'a> Gen<'a> {
         let o = self.fresh(to);
         let r = o.reg.clone();
         match (from, to) {
-            (f, DType::Bool) if f.is_float() => {
-                self.line(format!("setp.neu.f32 {r}, {x}, {};", f32_imm(0.0)));
+            (DType::Bool, _) | (_, DType::Bool) => {
+                return Err(self.err("a cast from or to bool outside the core loop IR"));
             }
-            (f, DType::Bool) => self.line(format!("setp.ne.{} {r}, {x}, 0;", int_ty(f))),
-            (DType::Bool, t) if t.is_float() => self.line(format!(
-                "selp.f32 {r}, {}, {}, {x};",
-                f32_imm(1.0),
-                f32_imm(0.0)
-            )),
-            (DType::Bool, t) => self.line(format!("selp.{} {r}, 1, 0, {x};", int_ty(t))),
             (DType::F16, DType::F32) => self.line(format!("mov.f32 {r}, {x};")),
             (DType::F32, DType::F16) => {
                 self.line(format!("mov.f32 {r}, {x};"));

@@ -25,5 +25,5 @@ pub enum Error {
     Unsupported(String),
 }
 
-/// A result whose error is the rewrite crate's [`Error`].
+/// A result whose error is the rewrite crate's [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -5,7 +5,7 @@
 //! context and records a [`PassReport`] (per pass: ran or skipped, time, node counts,
 //! details).
 //!
-//! Gating follows Relay (TVM_REFERENCE.md §5): a pass runs when it is required or when
+//! Gating follows Relay (apache/tvm `src/ir/transform.cc`, `PassContext`): a pass runs when it is required or when
 //! `ctx.opt_level >= pass.opt_level`, and never when it is disabled.
 
 use std::collections::BTreeSet;

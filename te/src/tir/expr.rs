@@ -7,7 +7,7 @@
 //! [`VarId`]s). Integer `Div` truncates toward zero; `FloorDiv`/`FloorMod` round toward
 //! negative infinity (integers only). `Select` evaluates both sides, so both must be safe
 //! to evaluate; guard possibly out-of-bounds loads with [`Stmt::If`](super::Stmt::If) or a
-//! `Select` whose condition the bounds verifier can use (see [`verify`](super::verify)).
+//! `Select` whose condition the bounds verifier can use (see [`verify`](mod@super::verify)).
 
 use std::ops;
 
@@ -540,10 +540,7 @@ impl Expr {
 
     /// Calls `f` on this expression and every sub-expression, parents first.
     pub fn visit(&self, f: &mut impl FnMut(&Expr)) {
-        f(self);
-        for c in self.children() {
-            c.visit(f);
-        }
+        super::visit::for_each_expr(self, f)
     }
 
     /// The integer value if this is an integer immediate.

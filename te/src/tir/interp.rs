@@ -41,6 +41,7 @@ use super::printer::Names;
 use super::semantics::{float_to_int, int_binary, round_float, wrap_int};
 use super::stmt::{ForKind, Stmt};
 use super::types::{BufferId, Scope, VarId};
+use super::visit::deep;
 use crate::error::{Error, Result};
 
 mod compiled;
@@ -393,6 +394,10 @@ impl<'a> Machine<'a> {
     }
 
     fn exec(&mut self, s: &Stmt, env: &mut Env) -> Result<()> {
+        deep(|| self.exec_on_stack(s, env))
+    }
+
+    fn exec_on_stack(&mut self, s: &Stmt, env: &mut Env) -> Result<()> {
         match s {
             Stmt::Seq(v) => v.iter().try_for_each(|c| self.exec(c, env)),
             Stmt::For {
@@ -492,6 +497,10 @@ impl<'a> Machine<'a> {
 
     /// Runs `s` for all `threads` of a block, in lockstep at barriers.
     fn exec_multi(&mut self, s: &Stmt, threads: &mut Vec<Env>) -> Result<()> {
+        deep(|| self.exec_multi_on_stack(s, threads))
+    }
+
+    fn exec_multi_on_stack(&mut self, s: &Stmt, threads: &mut Vec<Env>) -> Result<()> {
         if !self.needs_lockstep(s) {
             for env in threads.iter_mut() {
                 self.exec(s, env)?;
@@ -798,6 +807,10 @@ impl<'a> Machine<'a> {
     }
 
     fn eval(&mut self, e: &Expr, env: &Env, guarded: bool) -> Result<Value> {
+        deep(|| self.eval_on_stack(e, env, guarded))
+    }
+
+    fn eval_on_stack(&mut self, e: &Expr, env: &Env, guarded: bool) -> Result<Value> {
         let scalar = |dtype, n| Value {
             dtype,
             lanes: vec![n],

@@ -267,10 +267,7 @@ impl Stmt {
 
     /// Calls `f` on this statement and every nested statement, parents first.
     pub fn visit(&self, f: &mut impl FnMut(&Stmt)) {
-        f(self);
-        for c in self.children() {
-            c.visit(f);
-        }
+        super::visit::for_each_stmt(self, f)
     }
 
     /// Whether a barrier occurs anywhere inside.
