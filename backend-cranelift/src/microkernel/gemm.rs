@@ -9,6 +9,8 @@
 //!   (GEMV-shaped at batch 1: the reduction is what is vectorized);
 //! - **axpy** (B and C contiguous along `j`, batch_matmul's `A · B`): `MR` rows by `NV`
 //!   vectors of columns, each `A[i, r]` splatted against a row of B;
+//! - the same with A and B exchanged (computing `Cᵀ`) when that is in axpy form
+//!   (conv2d: weights times an input row);
 //! - **scalar**: any strides.
 //! Rows past `m` in a block read row 0 again and are never stored (no load leaves the
 //! declared regions); column and reduction tails use partial (masked) loads and stores.
@@ -58,22 +60,44 @@ pub(crate) unsafe fn run<S: Simd, const MR: usize, const NR: usize, const NV: us
             i0 += MR;
         }
     } else if g.b[0] == 1 && g.c[1] == 1 {
-        let w = NV * S::LANES;
-        let mut i0 = 0;
-        while i0 < g.m {
-            let mut j0 = 0;
-            while j0 < g.n {
-                if j0 + w <= g.n {
-                    unsafe { axpy_block::<S, MR, NV, true>(g, a, b, c, i0, j0) };
-                } else {
-                    unsafe { axpy_block::<S, MR, NV, false>(g, a, b, c, i0, j0) };
-                }
-                j0 += w;
-            }
-            i0 += MR;
-        }
+        unsafe { axpy::<S, MR, NV>(g, a, b, c) };
+    } else if g.a[0] == 1 && g.c[0] == 1 {
+        // `Cᵀ[j, i] = Σ_r B[j, r] · A[i, r]` is in axpy form (conv2d's `W · X`).
+        let t = GemmCall {
+            m: g.n,
+            n: g.m,
+            k: g.k,
+            a: g.b,
+            b: g.a,
+            c: [g.c[1], g.c[0]],
+        };
+        unsafe { axpy::<S, MR, NV>(&t, b, a, c) };
     } else {
         unsafe { scalar(g, a, b, c) };
+    }
+}
+
+/// The axpy form over the whole call (`B` and `C` contiguous along `j`).
+#[inline(always)]
+unsafe fn axpy<S: Simd, const MR: usize, const NV: usize>(
+    g: &GemmCall,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+) {
+    let w = NV * S::LANES;
+    let mut i0 = 0;
+    while i0 < g.m {
+        let mut j0 = 0;
+        while j0 < g.n {
+            if j0 + w <= g.n {
+                unsafe { axpy_block::<S, MR, NV, true>(g, a, b, c, i0, j0) };
+            } else {
+                unsafe { axpy_block::<S, MR, NV, false>(g, a, b, c, i0, j0) };
+            }
+            j0 += w;
+        }
+        i0 += MR;
     }
 }
 

@@ -16,8 +16,10 @@ enum Layout {
     Nt,
     /// A `[m, k]`, B `[k, n]`, C `[m, n]` (the axpy form).
     Nn,
-    /// A `[k, m]`, B `[n, k]`, C `[n, m]` (transposed: the scalar form).
+    /// A `[k, m]`, B `[n, k]`, C `[n, m]` (the axpy form of `Cᵀ`: conv2d's).
     Tt,
+    /// A `[k, m]`, B `[n, k]`, C `[m, n]` (the scalar form).
+    Ts,
 }
 
 fn strides(l: Layout, m: usize, n: usize, k: usize) -> GemmCall {
@@ -25,6 +27,7 @@ fn strides(l: Layout, m: usize, n: usize, k: usize) -> GemmCall {
         Layout::Nt => ([k, 1], [k, 1], [n, 1]),
         Layout::Nn => ([k, 1], [1, n], [n, 1]),
         Layout::Tt => ([1, m], [k, 1], [1, m]),
+        Layout::Ts => ([1, m], [k, 1], [n, 1]),
     };
     GemmCall { m, n, k, a, b, c }
 }
@@ -102,9 +105,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
     #[test]
     fn gemm_matches_declaration_at_every_isa(
-        m in 1usize..12, n in 1usize..40, k in 0usize..70, l in 0usize..3, seed in any::<u64>()
+        m in 1usize..12, n in 1usize..40, k in 0usize..70, l in 0usize..4, seed in any::<u64>()
     ) {
-        let l = [Layout::Nt, Layout::Nn, Layout::Tt][l];
+        let l = [Layout::Nt, Layout::Nn, Layout::Tt, Layout::Ts][l];
         for isa in Isa::all_available() {
             check(isa, l, m, n, k, seed).map_err(TestCaseError::fail)?;
         }
@@ -114,7 +117,7 @@ proptest! {
 #[test]
 fn block_sized_and_large_calls() {
     for isa in Isa::all_available() {
-        for l in [Layout::Nt, Layout::Nn, Layout::Tt] {
+        for l in [Layout::Nt, Layout::Nn, Layout::Tt, Layout::Ts] {
             for (m, n, k) in [
                 (4, 4, 16),
                 (4, 32, 16),

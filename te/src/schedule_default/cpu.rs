@@ -16,6 +16,9 @@
 //!   is loaded once per tile and the tile stays in registers. (The lowering keeps a
 //!   conv2d's zero-padded input materialized on the CPU, so the hot loop has no bounds
 //!   checks.)
+//!   Dense, batch-matmul and 1×1 stride-1 conv2d whose anchor matches the gemm
+//!   micro-kernel's declaration instead take [`gemm_tiles`]: tiles of up to 16 (a
+//!   conv2d: 64) by 64 outputs, each computed by one tensorized `microkernel gemm` call.
 //! - **Every other materialized stage** (outputs and intermediates: pooling, softmax,
 //!   reductions, data movement): the innermost data axis is split and vectorized and
 //!   moved inside the reduction loops, the remaining outer data loops are fused into one
@@ -86,7 +89,7 @@ pub fn generic(s: &mut Schedule, op: OpId) -> Result<()> {
 
 /// Register tiling of output `o` and its anchor `a` (see the module doc).
 fn anchored(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<()> {
-    if matches!(tag, Tag::Dense | Tag::BatchMatmul) && gemm_tiles(s, o, a)? {
+    if matches!(tag, Tag::Dense | Tag::BatchMatmul | Tag::Conv2d) && gemm_tiles(s, o, a, tag)? {
         return Ok(());
     }
     let data = data_leaves(s, o);
@@ -189,13 +192,14 @@ fn anchored(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<()> {
     Ok(())
 }
 
-/// Dense and batch-matmul on the gemm micro-kernel: the output tiled `tm × tn` over the
-/// anchor's `i` and `j` dimensions (every other dimension one at a time), the tiles in
-/// one `parallel` loop, the anchor computed at the tile by one tensorized call into a
-/// local tile, the epilogue vectorized over `j`. `false` (nothing changed) when the
+/// Dense, batch-matmul and 1×1 stride-1 conv2d on the gemm micro-kernel: the output
+/// tiled `tm × tn` over the anchor's `i` and `j` dimensions (every other dimension one
+/// at a time), the tiles in one `parallel` loop, the anchor computed at the tile by one
+/// tensorized call into a local tile, the epilogue vectorized along the tile axis that
+/// is contiguous in memory. `false` (nothing changed) when the
 /// anchor does not match the micro-kernel's declaration, reads an inlined stage, or
 /// `j`'s extent has no tile size dividing it.
-fn gemm_tiles(s: &mut Schedule, o: OpId, a: OpId) -> Result<bool> {
+fn gemm_tiles(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<bool> {
     let Ok(m) = match_gemm(s.graph(), a) else {
         return Ok(false);
     };
@@ -216,7 +220,9 @@ fn gemm_tiles(s: &mut Schedule, o: OpId, a: OpId) -> Result<bool> {
     if tn < 8 && tn != shape[dj] {
         return Ok(false);
     }
-    let tm = if shape[di] <= 16 {
+    // A conv2d's `i` is an image row: whole rows up to 64.
+    let whole = if tag == Tag::Conv2d { 64 } else { 16 };
+    let tm = if shape[di] <= whole {
         shape[di]
     } else {
         pick(shape[di], &[16, 8, 4, 2])
@@ -231,16 +237,18 @@ fn gemm_tiles(s: &mut Schedule, o: OpId, a: OpId) -> Result<bool> {
         .map(|(_, &x)| x)
         .collect();
     outer.extend([mo, no]);
+    // The epilogue: the tile axis later in memory innermost, vectorized.
+    let (first, last, t_last) = if di < dj { (mi, ni, tn) } else { (ni, mi, tm) };
     let mut order = outer.clone();
-    order.push(mi);
-    let lanes = pick(tn, &[8, 4]);
+    order.push(first);
+    let lanes = pick(t_last, &[8, 4]);
     if lanes > 1 {
-        let (nio, nii) = split(s, o, ni, lanes)?;
-        order.extend([nio, nii]);
+        let (lo, li) = split(s, o, last, lanes)?;
+        order.extend([lo, li]);
         reorder(s, o, &order)?;
-        set_kind(s, o, nii, ForKind::Vectorized)?;
+        set_kind(s, o, li, ForKind::Vectorized)?;
     } else {
-        order.push(ni);
+        order.push(last);
         reorder(s, o, &order)?;
     }
     let Some(p) = fuse_all(s, o, &outer)? else {

@@ -780,6 +780,9 @@ impl<'a> Lowerer<'a> {
         }
         let mut env: HashMap<IterVar, tir::Expr> = op.axes().iter().copied().zip(mins).collect();
         env.insert(gm.r, int(0));
+        for &u in &gm.units {
+            env.insert(u, int(0));
+        }
         let mut operands = vec![];
         for (read, axes) in &gm.reads {
             match self.expr(read, &env)? {

@@ -63,6 +63,9 @@ pub struct GemmMatch {
     pub dims: [usize; 2],
     /// The reduction axis `r`.
     pub r: IterVar,
+    /// The other reduction axes, each of extent 1 (a 1×1 conv2d's kernel rows and
+    /// columns): 0 in the call.
+    pub units: Vec<IterVar>,
     /// `A` and `B`: the read, and the positions in its indices of (`i` or `j`, `r`).
     pub reads: [(Expr, [usize; 2]); 2],
 }
@@ -85,9 +88,26 @@ pub fn match_gemm(g: &Graph, op: OpId) -> Result<GemmMatch> {
     else {
         return Err(no("is not a sum reduction"));
     };
-    let [r] = axes[..] else {
-        return Err(no("does not reduce over exactly one axis"));
+    let extent = |a: &IterVar| g.iter_var(*a).map(|v| v.extent);
+    let mut units = vec![];
+    let mut long = vec![];
+    for a in axes {
+        if extent(a)? == 1 {
+            units.push(*a);
+        } else {
+            long.push(*a);
+        }
+    }
+    let r = match (&long[..], &units[..]) {
+        ([r], _) => *r,
+        ([], [u, ..]) => *u,
+        _ => {
+            return Err(no(
+                "does not reduce over exactly one axis of extent above 1",
+            ));
+        }
     };
+    units.retain(|u| *u != r);
     let Expr::Binary {
         op: BinOp::Mul,
         lhs,
@@ -109,7 +129,7 @@ pub fn match_gemm(g: &Graph, op: OpId) -> Result<GemmMatch> {
         }
         let (mut rpos, mut dvars) = (None, vec![]);
         for (p, ix) in indices.iter().enumerate() {
-            match ix {
+            match &without(ix, &units) {
                 Expr::Var(v) if *v == r && rpos.is_none() => rpos = Some(p),
                 Expr::Var(v) => match data.iter().position(|d| d == v) {
                     Some(d) if !dvars.iter().any(|x: &(usize, usize)| x.0 == d) => {
@@ -141,8 +161,37 @@ pub fn match_gemm(g: &Graph, op: OpId) -> Result<GemmMatch> {
     Ok(GemmMatch {
         dims: [di, dj],
         r,
+        units,
         reads: [((**lhs).clone(), [pa, ra]), ((**rhs).clone(), [pb, rb])],
     })
+}
+
+/// `e` with the axes `units` set to 0, folding `x + 0` and `x * 0`.
+fn without(e: &Expr, units: &[IterVar]) -> Expr {
+    let zero = |e: &Expr| matches!(e, Expr::Int { value: 0, .. });
+    match e {
+        Expr::Var(v) if units.contains(v) => Expr::Int {
+            value: 0,
+            dtype: DType::I32,
+        },
+        Expr::Binary { op, lhs, rhs } => {
+            let (l, r) = (without(lhs, units), without(rhs, units));
+            match op {
+                BinOp::Add if zero(&l) => r,
+                BinOp::Add if zero(&r) => l,
+                BinOp::Mul if zero(&l) || zero(&r) => Expr::Int {
+                    value: 0,
+                    dtype: DType::I32,
+                },
+                _ => Expr::Binary {
+                    op: *op,
+                    lhs: Box::new(l),
+                    rhs: Box::new(r),
+                },
+            }
+        }
+        _ => e.clone(),
+    }
 }
 
 impl Schedule {
@@ -302,6 +351,50 @@ mod tests {
         let mut s = Schedule::new(&g, &[c]).unwrap();
         let e = s.tensorize(c, Intrin::Gemm).unwrap_err().to_string();
         assert!(e.contains("not a sum reduction"), "{e}");
+    }
+
+    /// A 1×1 conv2d (`[1, c, 1, w]` input, `[o, c, 1, 1]` weights): its kernel rows and
+    /// columns are reduction axes of extent 1, which the call binds to 0.
+    #[test]
+    fn one_by_one_conv2d_tensorizes() {
+        let (c, w, o) = (5, 7, 3);
+        let mut g = Graph::new();
+        let x = g.placeholder(&[1, c, 1, w], DType::F32, "X").unwrap();
+        let wt = g.placeholder(&[o, c, 1, 1], DType::F32, "W").unwrap();
+        let rc = g.reduce_axis(c, "rc").unwrap();
+        let ry = g.reduce_axis(1, "ry").unwrap();
+        let rx = g.reduce_axis(1, "rx").unwrap();
+        let y = g
+            .compute(&[1, o, 1, w], "Y", |i| {
+                super::super::sum(
+                    x.at(&[
+                        i[0].clone(),
+                        rc.into(),
+                        i[2].clone() + Expr::from(ry),
+                        i[3].clone() + Expr::from(rx),
+                    ]) * wt.at(&[i[1].clone(), rc.into(), ry.into(), rx.into()]),
+                    &[rc, ry, rx],
+                )
+            })
+            .unwrap();
+        let m = match_gemm(&g, y.op()).unwrap();
+        assert_eq!((m.dims, m.r, m.units.clone()), ([3, 1], rc, vec![ry, rx]));
+        let plain = Schedule::new(&g, &[y]).unwrap().lower("plain").unwrap();
+        let mut s = Schedule::new(&g, &[y]).unwrap();
+        s.tensorize(y, Intrin::Gemm).unwrap();
+        let f = s.lower("conv").unwrap();
+        tir::verify(&f).unwrap();
+        assert!(
+            f.to_string().contains("microkernel gemm(m=7, n=3, k=5"),
+            "{f}"
+        );
+        let ins = [
+            NDArray::random([1, c, 1, w], DType::F32, 5),
+            NDArray::random([o, c, 1, 1], DType::F32, 6),
+        ];
+        let want = interp::run_with_inputs(&plain, &ins).unwrap();
+        let got = interp::run_with_inputs(&f, &ins).unwrap();
+        assert!(got[0].allclose(&want[0], 1e-5, 1e-5).is_ok());
     }
 
     proptest! {
