@@ -1,8 +1,9 @@
 //! The soak run of RELIABILITY.md: one compiled module, THREADS threads each with its own
 //! executor and its own input, running for SECONDS; every output of every run must equal,
 //! bit for bit, what a single executor computed for that input before the threads
-//! started. The process's RSS (`VmRSS`) is sampled every few seconds and printed at the
-//! start and the end with the run counts. Exits non-zero when an output differs or a run
+//! started. The process's RSS (`VmRSS`) is sampled every 3 s while all threads run (from
+//! each one's second run) and its first, last and largest samples printed with the run
+//! counts. Exits non-zero when an output differs or a run
 //! fails.
 //!
 //! ```text
@@ -98,17 +99,19 @@ fn soak() -> Result<bool> {
             })
         })
         .collect();
-    let (mut samples, mut rss_max) = (vec![rss_kb()], rss_kb());
+    // RSS is sampled every 3 s while every thread is past its first run (its executor's
+    // buffers allocated) and none has finished: the steady state a leak would grow.
+    let (mut samples, mut next) = (vec![], Duration::ZERO);
     while !handles.iter().all(|h| h.is_finished()) {
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(100));
         let t = start.elapsed();
         if runs.is_none() && t >= Duration::from_secs(seconds) {
             stop.store(true, Ordering::Relaxed);
         }
-        if t.as_millis() / 3000 >= samples.len() as u128 {
-            let r = rss_kb();
-            rss_max = rss_max.max(r);
-            samples.push(r);
+        let running = !stop.load(Ordering::Relaxed) && !handles.iter().any(|h| h.is_finished());
+        if running && done.load(Ordering::Relaxed) >= 2 * threads && t >= next {
+            samples.push(rss_kb());
+            next = t + Duration::from_secs(3);
         }
     }
     let wall = start.elapsed().as_secs_f64();
@@ -123,7 +126,10 @@ fn soak() -> Result<bool> {
             }
         }
     }
-    samples.push(rss_kb());
+    if samples.is_empty() {
+        samples.push(rss_kb());
+    }
+    let rss_max = samples.iter().copied().max().unwrap_or(0);
     let distinct = {
         let mut s = samples.clone();
         s.sort_unstable();
@@ -136,8 +142,8 @@ fn soak() -> Result<bool> {
         done.load(Ordering::Relaxed)
     );
     println!(
-        "RSS after build {rss_start} kB, first sample {} kB, last sample {} kB, max {rss_max} kB, \
-         {distinct} distinct over {} samples",
+        "RSS after build {rss_start} kB; while running: first sample {} kB, last sample {} kB, \
+         max {rss_max} kB, {distinct} distinct over {} samples",
         samples[0],
         samples[samples.len() - 1],
         samples.len()

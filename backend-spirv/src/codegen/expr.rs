@@ -449,10 +449,7 @@ impl Gen<'_> {
         } else {
             y
         };
-        let q = self.b.s_div(t, None, x, safe);
-        let q = self.ok(q)?;
-        let rem = self.b.s_rem(t, None, x, safe);
-        let rem = self.ok(rem)?;
+        let (q, rem) = self.truncating_division(t, d, x, safe)?;
         let result = match op {
             BinOp::Div => q,
             _ => {
@@ -494,6 +491,41 @@ impl Gen<'_> {
         };
         let r = self.b.select(t, None, m, special, result);
         self.ok(r)
+    }
+
+    /// The truncating quotient and remainder of `x` by `y` (not 0 or -1), computed on
+    /// magnitudes with `OpUDiv`/`OpUMod` and signed after: Vulkan leaves `OpSRem` and
+    /// `OpSMod` undefined for negative operands, and NVIDIA's driver gives the remainder
+    /// of the magnitudes there (a wrap-mode `take` read the wrong element on an H200).
+    /// A magnitude of `MIN` is `MIN`'s bits, which read unsigned are `2^(w-1)`, exact.
+    fn truncating_division(&mut self, t: Word, d: DType, x: Word, y: Word) -> Result<(Word, Word)> {
+        let bool_t = self.ty(DType::Bool)?;
+        let zero = self.const_int(0, d)?;
+        let mut magnitude = |g: &mut Self, v: Word| -> Result<(Word, Word)> {
+            let neg = g.b.s_less_than(bool_t, None, v, zero);
+            let neg = g.ok(neg)?;
+            let minus = g.b.s_negate(t, None, v);
+            let minus = g.ok(minus)?;
+            let abs = g.b.select(t, None, neg, minus, v);
+            Ok((g.ok(abs)?, neg))
+        };
+        let (ax, x_neg) = magnitude(self, x)?;
+        let (ay, y_neg) = magnitude(self, y)?;
+        let uq = self.b.u_div(t, None, ax, ay);
+        let uq = self.ok(uq)?;
+        let ur = self.b.u_mod(t, None, ax, ay);
+        let ur = self.ok(ur)?;
+        let signs_differ = self.b.logical_not_equal(bool_t, None, x_neg, y_neg);
+        let signs_differ = self.ok(signs_differ)?;
+        let minus_q = self.b.s_negate(t, None, uq);
+        let minus_q = self.ok(minus_q)?;
+        let q = self.b.select(t, None, signs_differ, minus_q, uq);
+        let q = self.ok(q)?;
+        // The truncating remainder takes the dividend's sign.
+        let minus_r = self.b.s_negate(t, None, ur);
+        let minus_r = self.ok(minus_r)?;
+        let rem = self.b.select(t, None, x_neg, minus_r, ur);
+        Ok((q, self.ok(rem)?))
     }
 
     /// Stores 1 to the status word when `cond` holds.

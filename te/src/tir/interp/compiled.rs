@@ -114,8 +114,11 @@ impl std::fmt::Debug for CompiledKernel {
 
 /// Translates `func` for the fast path, or says why it cannot (a thread-bound loop, a
 /// barrier, a shared buffer, a vector value, an ill-typed or ill-scoped tree); such
-/// kernels run in the reference interpreter.
+/// kernels run in the reference interpreter. `microkernel` calls are compiled as their
+/// declarations' loops.
 pub fn compile(func: &PrimFunc) -> std::result::Result<CompiledKernel, String> {
+    let expanded = crate::tir::microkernel::expand(func).map_err(|e| e.to_string())?;
+    let func = &expanded;
     let mut bufs: Vec<Option<BufInfo>> = vec![None; func.buffers.len()];
     for (k, &p) in func.params.iter().enumerate() {
         let b = func
@@ -843,7 +846,7 @@ impl Compiler<'_> {
                 }
             }
             Stmt::Barrier => return Err("barrier".into()),
-            Stmt::MicroKernel(_) => return Err("microkernel (run its expansion)".into()),
+            Stmt::MicroKernel(_) => return Err("an unexpanded microkernel".into()),
         })
     }
 
