@@ -501,7 +501,7 @@ impl Gen<'_> {
     fn truncating_division(&mut self, t: Word, d: DType, x: Word, y: Word) -> Result<(Word, Word)> {
         let bool_t = self.ty(DType::Bool)?;
         let zero = self.const_int(0, d)?;
-        let mut magnitude = |g: &mut Self, v: Word| -> Result<(Word, Word)> {
+        let magnitude = |g: &mut Self, v: Word| -> Result<(Word, Word)> {
             let neg = g.b.s_less_than(bool_t, None, v, zero);
             let neg = g.ok(neg)?;
             let minus = g.b.s_negate(t, None, v);
@@ -511,10 +511,18 @@ impl Gen<'_> {
         };
         let (ax, x_neg) = magnitude(self, x)?;
         let (ay, y_neg) = magnitude(self, y)?;
-        let uq = self.b.u_div(t, None, ax, ay);
+        // OpUDiv/OpUMod take unsigned types: the magnitudes' bits, reinterpreted.
+        let u = self.b.type_int(if d == DType::I64 { 64 } else { 32 }, 0);
+        let unsigned = |g: &mut Self, v: Word, to: Word| -> Result<Word> {
+            let c = g.b.bitcast(to, None, v);
+            g.ok(c)
+        };
+        let (ux, uy) = (unsigned(self, ax, u)?, unsigned(self, ay, u)?);
+        let uq = self.b.u_div(u, None, ux, uy);
         let uq = self.ok(uq)?;
-        let ur = self.b.u_mod(t, None, ax, ay);
+        let ur = self.b.u_mod(u, None, ux, uy);
         let ur = self.ok(ur)?;
+        let (uq, ur) = (unsigned(self, uq, t)?, unsigned(self, ur, t)?);
         let signs_differ = self.b.logical_not_equal(bool_t, None, x_neg, y_neg);
         let signs_differ = self.ok(signs_differ)?;
         let minus_q = self.b.s_negate(t, None, uq);
