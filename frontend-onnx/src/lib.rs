@@ -38,12 +38,14 @@
 
 mod control_flow;
 mod convert;
+mod data_dependent;
 mod einsum;
 pub mod error;
 mod extra_ops;
 mod grid_sample;
 mod ops;
 pub mod proto;
+mod quantized;
 mod rearrange;
 mod recurrent;
 mod resize;

@@ -25,7 +25,7 @@ pub mod stmt;
 pub mod types;
 pub mod verify;
 
-pub use expr::{BinOp, Expr, Intrinsic};
+pub use expr::{BinOp, Expr, Intrinsic, Trig};
 pub use func::{PrimFunc, PrimFuncBuilder, VarDecl};
 pub use interp::{run, run_with_inputs};
 pub use parser::parse;
