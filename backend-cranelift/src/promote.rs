@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 
 use kiln_ir::DType;
+use kiln_te::tir::visit::{Visitor, walk_stmt};
 use kiln_te::tir::{BufferId, Expr, ForKind, PrimFunc, Scope, Stmt, VarId};
 
 /// Local buffers with at most this many elements are promoted to variables.
@@ -47,7 +48,7 @@ pub fn plan(
         unroll: BTreeSet::new(),
         ok: true,
     };
-    w.stmt(body);
+    w.visit_stmt(body);
     w.ok.then_some(w.unroll)
 }
 
@@ -61,8 +62,8 @@ struct Walk<'a> {
     ok: bool,
 }
 
-impl Walk<'_> {
-    fn stmt(&mut self, s: &Stmt) {
+impl Visitor for Walk<'_> {
+    fn visit_stmt(&mut self, s: &Stmt) {
         if !self.ok {
             return;
         }
@@ -89,40 +90,24 @@ impl Walk<'_> {
                     }
                 }
                 self.loops.push((*var, *extent));
-                self.stmt(body);
+                self.visit_stmt(body);
                 self.loops.pop();
             }
             Stmt::Store {
-                buffer,
-                indices,
-                value,
+                buffer, indices, ..
             } => {
                 if *buffer == self.buf {
                     self.access(indices);
                 }
-                for i in indices {
-                    self.expr(i);
-                }
-                self.expr(value);
+                walk_stmt(self, s);
             }
-            _ => {
-                for e in s.exprs() {
-                    self.expr(e);
-                }
-                for c in s.children() {
-                    self.stmt(c);
-                }
-            }
+            _ => walk_stmt(self, s),
         }
     }
 
-    fn mentions(&self, e: &Expr) -> bool {
-        let mut m = false;
-        e.visit(&mut |x| m |= matches!(x, Expr::Load { buffer, .. } if *buffer == self.buf));
-        m
-    }
-
-    fn expr(&mut self, e: &Expr) {
+    /// Records the accesses to the buffer inside `e` (the walk does not go further:
+    /// this looks at every load below itself).
+    fn visit_expr(&mut self, e: &Expr) {
         let mut accesses = vec![];
         e.visit(&mut |x| {
             if let Expr::Load { buffer, indices } = x
@@ -134,6 +119,14 @@ impl Walk<'_> {
         for ix in accesses {
             self.access(&ix);
         }
+    }
+}
+
+impl Walk<'_> {
+    fn mentions(&self, e: &Expr) -> bool {
+        let mut m = false;
+        e.visit(&mut |x| m |= matches!(x, Expr::Load { buffer, .. } if *buffer == self.buf));
+        m
     }
 
     /// Checks one access's indices and records the loops they need unrolled.

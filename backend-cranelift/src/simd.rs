@@ -20,6 +20,7 @@
 //! to scalar code.
 
 use kiln_ir::DType;
+use kiln_te::tir::affine::Affine;
 use kiln_te::tir::{BinOp, BufferId, Expr, PrimFunc, Stmt, VarId};
 
 /// Counters of what code generation did with `vectorized` loops (process-wide, for
@@ -91,26 +92,18 @@ pub const LANES: i64 = 4;
 /// The stride of integer expression `e` in `v`: `Some(0)` when `e` does not depend
 /// on `v`, `None` when it is not affine in `v` with a constant stride.
 pub fn stride(e: &Expr, v: VarId) -> Option<i64> {
-    if !mentions(e, v) {
-        return Some(0);
-    }
-    match e {
-        Expr::Var(x) if *x == v => Some(1),
-        Expr::Binary { op, lhs, rhs } => {
-            let (a, b) = (stride(lhs, v)?, stride(rhs, v)?);
-            match op {
-                BinOp::Add => a.checked_add(b),
-                BinOp::Sub => a.checked_sub(b),
-                BinOp::Mul => match (lhs.as_int(), rhs.as_int()) {
-                    (_, Some(c)) => a.checked_mul(c),
-                    (Some(c), _) => b.checked_mul(c),
-                    _ => None,
-                },
-                _ => None,
-            }
+    // Sub-terms free of `v` are opaque atoms (numbered apart, so their products are
+    // not affine); `v` itself is the atom `None`.
+    let mut others = 0usize;
+    let form = Affine::of(e, &mut |x: &Expr| {
+        if !mentions(x, v) {
+            others += 1;
+            Some(Some(others))
+        } else {
+            matches!(x, Expr::Var(y) if *y == v).then_some(None)
         }
-        _ => None,
-    }
+    })?;
+    i64::try_from(form.coeff(&None)).ok()
 }
 
 /// Whether `e` mentions variable `v`.

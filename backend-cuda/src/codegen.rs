@@ -14,12 +14,19 @@
 //! by a predicated branch. Float arithmetic uses the `.rn` forms (never contracted to an
 //! `fma`), so `+ - * /` and `sqrt` are IEEE-exact as the interpreter's; the intrinsics
 //! are in [`crate::math`].
+//!
+//! Integer division by zero is an error, as on every target: a kernel with an integer
+//! division or modulo by a value that is not a positive constant
+//! ([`reports_division_by_zero`]) takes one more `.u64` parameter, a status word; a
+//! zero divisor stores 1 there and divides by one instead, and the launcher reports
+//! the error after the kernel ran.
 
 use std::collections::HashMap;
 use std::fmt::Write;
 
 use kiln_executor::{Error, Result};
 use kiln_ir::DType;
+use kiln_te::tir::visit::deep;
 use kiln_te::tir::{BinOp, BufferId, Expr, ForKind, PrimFunc, Scope, Stmt, ThreadAxis, VarId};
 
 use crate::launch::{Launch, launch_dims};
@@ -66,6 +73,7 @@ pub(crate) fn emit_launch(
             ),
         ));
     }
+    let status = reports_division_by_zero(func);
     let mut g = Gen {
         func,
         body: String::new(),
@@ -78,13 +86,15 @@ pub(crate) fn emit_launch(
         bound: [false; 6],
         guarded_depth: 0,
         drop_barrier,
+        status: None,
     };
     for (k, &p) in func.params.iter().enumerate() {
-        let raw = g.reg(2);
-        let ptr = g.reg(2);
-        g.line(format!("ld.param.u64 {raw}, [p{k}];"));
-        g.line(format!("cvta.to.global.u64 {ptr}, {raw};"));
+        let ptr = g.global_param(k);
         g.globals.insert(p, ptr);
+    }
+    let n_params = func.params.len() + usize::from(status);
+    if status {
+        g.status = Some(g.global_param(func.params.len()));
     }
     g.stmt(root)?;
     let shared: usize = g
@@ -99,7 +109,7 @@ pub(crate) fn emit_launch(
             format!("{shared} bytes of shared memory (at most 49152 without opt-in)"),
         ));
     }
-    let params: Vec<String> = (0..func.params.len())
+    let params: Vec<String> = (0..n_params)
         .map(|k| format!("\t.param .u64 p{k}"))
         .collect();
     let [gx, gy, gz] = launch.grid;
@@ -149,6 +159,8 @@ pub(crate) struct Gen<'a> {
     /// How many enclosing thread-loop guards (a barrier under one is divergent).
     guarded_depth: usize,
     drop_barrier: bool,
+    /// The global address of the status word, in kernels that report division by zero.
+    status: Option<String>,
 }
 
 /// The dtypes the PTX codegen emits; [`emit_launch`] refuses a kernel using any other
@@ -178,11 +190,40 @@ fn class_of(d: DType) -> usize {
 }
 
 /// The PTX integer type of a register holding `d`.
+/// Whether `func` divides integers by a value that is not a positive constant (so may
+/// divide by zero): its launches then take the status word.
+pub(crate) fn reports_division_by_zero(func: &PrimFunc) -> bool {
+    let mut found = false;
+    func.body.visit(&mut |s| {
+        for e in s.exprs() {
+            e.visit(&mut |x| {
+                if let Expr::Binary { op, lhs, rhs } = x
+                    && matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod)
+                    && !matches!(rhs.as_int(), Some(c) if c > 0)
+                    && kiln_te::tir::verify::type_of(func, lhs).is_ok_and(|t| !t.dtype.is_float())
+                {
+                    found = true;
+                }
+            });
+        }
+    });
+    found
+}
+
 fn int_ty(d: DType) -> &'static str {
     if d == DType::I64 { "s64" } else { "s32" }
 }
 
 impl<'a> Gen<'a> {
+    /// The global address held by `.param .u64 p{k}`, in a register.
+    fn global_param(&mut self, k: usize) -> String {
+        let raw = self.reg(2);
+        let ptr = self.reg(2);
+        self.line(format!("ld.param.u64 {raw}, [p{k}];"));
+        self.line(format!("cvta.to.global.u64 {ptr}, {raw};"));
+        ptr
+    }
+
     pub(crate) fn reg(&mut self, class: usize) -> String {
         let n = self.counts[class];
         self.counts[class] += 1;
@@ -223,6 +264,10 @@ impl<'a> Gen<'a> {
     }
 
     fn stmt(&mut self, s: &Stmt) -> Result<()> {
+        deep(|| self.stmt_on_stack(s))
+    }
+
+    fn stmt_on_stack(&mut self, s: &Stmt) -> Result<()> {
         match s {
             Stmt::Seq(v) => v.iter().try_for_each(|c| self.stmt(c)),
             Stmt::For {
@@ -586,6 +631,10 @@ impl<'a> Gen<'a> {
     }
 
     pub(crate) fn expr(&mut self, e: &Expr) -> Result<Val> {
+        deep(|| self.expr_on_stack(e))
+    }
+
+    fn expr_on_stack(&mut self, e: &Expr) -> Result<Val> {
         match e {
             Expr::Int { value, dtype } => {
                 if !dtype.is_int() {
@@ -672,8 +721,9 @@ impl<'a> Gen<'a> {
                     .collect::<Result<Vec<_>>>()?;
                 crate::math::call(self, *intrinsic, vals)
             }
-            Expr::Ramp { .. } | Expr::Broadcast { .. } => Err(self
-                .err("vector values (ramp, broadcast): the GPU schedules are scalar per thread")),
+            Expr::Ramp { .. } | Expr::Broadcast { .. } => {
+                Err(self.err("a vector value outside the core loop IR"))
+            }
         }
     }
 
@@ -739,6 +789,18 @@ impl<'a> Gen<'a> {
             return Ok(self.narrow(o));
         }
         let t = int_ty(d);
+        let y = match (&self.status, op) {
+            (Some(status), BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod) => {
+                // A zero divisor reports through the status word and divides by one.
+                let (status, zero) = (status.clone(), self.reg(0));
+                let safe = self.fresh(d).reg;
+                self.line(format!("setp.eq.{t} {zero}, {y}, 0;"));
+                self.line(format!("@{zero} st.global.u32 [{status}], 1;"));
+                self.line(format!("selp.b{} {safe}, 1, {y}, {zero};", bits(d)));
+                safe
+            }
+            _ => y,
+        };
         match op {
             BinOp::Add => self.line(format!("add.{t} {r}, {x}, {y};")),
             BinOp::Sub => self.line(format!("sub.{t} {r}, {x}, {y};")),
@@ -793,16 +855,9 @@ impl<'a> Gen<'a> {
         let o = self.fresh(to);
         let r = o.reg.clone();
         match (from, to) {
-            (f, DType::Bool) if f.is_float() => {
-                self.line(format!("setp.neu.f32 {r}, {x}, {};", f32_imm(0.0)));
+            (DType::Bool, _) | (_, DType::Bool) => {
+                return Err(self.err("a cast from or to bool outside the core loop IR"));
             }
-            (f, DType::Bool) => self.line(format!("setp.ne.{} {r}, {x}, 0;", int_ty(f))),
-            (DType::Bool, t) if t.is_float() => self.line(format!(
-                "selp.f32 {r}, {}, {}, {x};",
-                f32_imm(1.0),
-                f32_imm(0.0)
-            )),
-            (DType::Bool, t) => self.line(format!("selp.{} {r}, 1, 0, {x};", int_ty(t))),
             (DType::F16, DType::F32) => self.line(format!("mov.f32 {r}, {x};")),
             (DType::F32, DType::F16) => {
                 self.line(format!("mov.f32 {r}, {x};"));

@@ -17,11 +17,19 @@ use kiln_executor::{DeviceBuffer, Error, Result};
 
 use crate::runtime::{PtxModule, PtxRuntime};
 
-fn err(what: &str, e: impl std::fmt::Display) -> Error {
+/// A device error with `message`.
+fn device_err(message: String) -> Error {
     Error::Device {
         backend: "cuda (cust)".into(),
-        message: format!("{what}: {e}"),
+        message,
     }
+}
+
+/// A device error: `what` failed with the driver's `e`. The error is named by its
+/// variant (`NoDevice`, `LaunchFailed`...): cust's `Display` asks the driver for the text
+/// and fails (a panic in `format!`) when the driver cannot answer.
+fn err(what: &str, e: cust::error::CudaError) -> Error {
+    device_err(format!("{what}: {e:?} (CUDA error {})", e as u32))
 }
 
 /// The CUDA driver's context on device 0 and the stream kernels run on.
@@ -43,12 +51,15 @@ impl CustRuntime {
     /// The process's one runtime, opened at the first call.
     pub fn shared() -> Result<Arc<dyn PtxRuntime>> {
         static RUNTIME: OnceLock<std::result::Result<Arc<CustRuntime>, String>> = OnceLock::new();
-        match RUNTIME.get_or_init(|| CustRuntime::new().map(Arc::new).map_err(|e| e.to_string())) {
+        let opened = RUNTIME.get_or_init(|| {
+            CustRuntime::new().map(Arc::new).map_err(|e| match e {
+                Error::Device { message, .. } => message,
+                other => other.to_string(),
+            })
+        });
+        match opened {
             Ok(r) => Ok(r.clone()),
-            Err(e) => Err(Error::Device {
-                backend: "cuda (cust)".into(),
-                message: e.clone(),
-            }),
+            Err(message) => Err(device_err(message.clone())),
         }
     }
 
@@ -75,19 +86,15 @@ impl DeviceBuffer for CustBuffer {
 }
 
 fn own(b: &dyn DeviceBuffer) -> Result<&CustBuffer> {
-    b.as_any().downcast_ref::<CustBuffer>().ok_or_else(|| {
-        err(
-            "buffer",
-            format!("{b:?} is not a buffer of the CUDA device"),
-        )
-    })
+    b.as_any()
+        .downcast_ref::<CustBuffer>()
+        .ok_or_else(|| device_err(format!("buffer: {b:?} is not a buffer of the CUDA device")))
 }
 
 fn too_long(n: usize, len: usize) -> Error {
-    err(
-        "copy",
-        format!("{n} bytes do not fit a buffer of {len} bytes"),
-    )
+    device_err(format!(
+        "copy: {n} bytes do not fit a buffer of {len} bytes"
+    ))
 }
 
 impl PtxRuntime for CustRuntime {

@@ -63,6 +63,8 @@ pub fn compile_module(kernels: &[PrimFunc], arch: u32) -> Result<PtxProgram> {
     let mut launches = vec![];
     for (i, f) in kernels.iter().enumerate() {
         tir::verify(f)?;
+        // Code generation handles the core loop IR only.
+        let f = &tir::legalize(f)?;
         let mut drop_barrier = planted_barrier_drop();
         let mut ls = vec![];
         for (j, root) in codegen::launch_roots(f).iter().enumerate() {

@@ -62,10 +62,7 @@ pub(crate) fn call(g: &mut Gen<'_>, intrinsic: Intrinsic, args: Vec<Val>) -> Res
             r
         }
         Intrinsic::Sqrt => one(g, "sqrt.rn.f32", &x),
-        Intrinsic::Rsqrt => {
-            let s = one(g, "sqrt.rn.f32", &x);
-            one(g, "rcp.rn.f32", &s)
-        }
+        Intrinsic::Rsqrt => return Err(g.err("`rsqrt` outside the core loop IR")),
         Intrinsic::Tanh => tanh(g, &x),
         Intrinsic::Sigmoid => sigmoid(g, &x),
         Intrinsic::Erf => erf(g, &x),

@@ -62,6 +62,9 @@ pub(crate) struct KernelLaunches {
     pub name: String,
     pub launches: Vec<Launch>,
     pub param_bytes: Vec<usize>,
+    /// Whether the launches take a status word after the buffers (integer division
+    /// by zero sets it).
+    pub status: bool,
 }
 
 impl KernelLaunches {
@@ -69,6 +72,7 @@ impl KernelLaunches {
         KernelLaunches {
             name: func.name.clone(),
             launches,
+            status: crate::codegen::reports_division_by_zero(func),
             param_bytes: func
                 .params
                 .iter()
@@ -131,8 +135,26 @@ impl KernelLibrary for CudaLibrary {
                 )));
             }
         }
+        if !k.status {
+            for l in &k.launches {
+                self.module.launch(&l.entry, l.grid, l.block, args)?;
+            }
+            return Ok(());
+        }
+        // The status word: waited for and read back after the launches, so a division
+        // by zero is this call's error.
+        let status = self.runtime.alloc(4)?;
+        let mut with_status = args.to_vec();
+        with_status.push(status.clone());
         for l in &k.launches {
-            self.module.launch(&l.entry, l.grid, l.block, args)?;
+            self.module
+                .launch(&l.entry, l.grid, l.block, &with_status)?;
+        }
+        self.runtime.synchronize()?;
+        let mut word = [0u8; 4];
+        self.runtime.copy_to_host(status.as_ref(), &mut word)?;
+        if u32::from_ne_bytes(word) != 0 {
+            return Err(self.device_err(format!("integer division by zero in @{}", k.name)));
         }
         Ok(())
     }

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::compile::{bind_inputs, compiling_targets, prepare};
 use crate::model::Shapes;
+use crate::progress::{self, Progress};
 
 /// Arguments of `kiln bench`.
 pub struct BenchArgs {
@@ -68,13 +69,19 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     let module = &prepared.module;
     let mut exec = module.create_executor()?;
     bind_inputs(&mut exec, module, &args.inputs, args.seed)?;
-    let result = exec.benchmark(&BenchmarkOptions {
-        repeat: args.repeat,
-        number: args.number,
-        min_repeat_ms: args.min_repeat_ms,
-        end_to_end: args.end_to_end,
-        ..BenchmarkOptions::default()
-    })?;
+    let progress = Progress::bar(format!("measuring on {}", module.target()));
+    progress.set(0, args.repeat);
+    let result = exec.benchmark_observed(
+        &BenchmarkOptions {
+            repeat: args.repeat,
+            number: args.number,
+            min_repeat_ms: args.min_repeat_ms,
+            end_to_end: args.end_to_end,
+            ..BenchmarkOptions::default()
+        },
+        &mut |done| progress.set(done, args.repeat),
+    )?;
+    drop(progress);
     let ms = |s: f64| s * 1e3;
     let report = BenchReport {
         compile_ms: prepared.compile_ms,
@@ -154,7 +161,14 @@ pub fn profile(args: &ProfileArgs) -> Result<()> {
     let module = &prepared.module;
     let mut exec = DebugExecutor::new(module)?;
     bind_inputs(&mut exec, module, &args.inputs, args.seed)?;
-    let profile = exec.profile(args.number)?;
+    let profile = progress::step(
+        format!(
+            "timing every kernel on {}, {} calls each",
+            module.target(),
+            args.number
+        ),
+        || exec.profile(args.number),
+    )?;
     println!("{}: {}", args.model, prepared.summary());
     println!(
         "per-node times, mean of {} call{} each:",

@@ -13,6 +13,7 @@ use anyhow::{Context, Result, bail};
 use kiln::{CompiledModule, GraphExecutor, NDArray, Registry, Resolved, TargetKind};
 
 use crate::model::{self, Shapes, Source};
+use crate::progress;
 
 /// The opt level used when `--opt-level` is not given (as `tvmc compile`).
 pub const DEFAULT_OPT_LEVEL: u8 = 3;
@@ -90,7 +91,10 @@ pub fn prepare(
             }
             let wanted = target.map(parse_target).transpose()?;
             let start = Instant::now();
-            let module = registry().load_module(&path)?;
+            let module =
+                progress::step(format!("loading {spec} and compiling its kernels"), || {
+                    registry().load_module(&path)
+                })?;
             if let Some(wanted) = wanted
                 && module.target().kind() != wanted.target.kind()
             {
@@ -119,12 +123,20 @@ fn build_model(
 ) -> Result<Prepared> {
     let start = Instant::now();
     let opt_level = opt_level.unwrap_or(DEFAULT_OPT_LEVEL);
-    let built = kiln::build_on(
-        &model.module,
-        &resolved.target,
-        resolved.backend.as_deref(),
-        &model.params,
-        opt_level,
+    let built = progress::step(
+        format!(
+            "building {spec} for {} (optimize, lower, compile)",
+            resolved.target
+        ),
+        || {
+            kiln::build_on(
+                &model.module,
+                &resolved.target,
+                resolved.backend.as_deref(),
+                &model.params,
+                opt_level,
+            )
+        },
     )
     .with_context(|| format!("cannot build {spec} for {}", resolved.target))?;
     Ok(Prepared {

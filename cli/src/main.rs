@@ -33,7 +33,9 @@ mod bench;
 mod compile;
 mod graph;
 mod model;
+mod progress;
 mod run;
+mod units;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,16 +43,26 @@ use std::process::ExitCode;
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-/// Kiln: a deep-learning compiler. MODEL is a zoo name (`zoo:resnet18`, `zoo:resnet34`,
-/// `zoo:resnet50`, `zoo:mlp`), a text IR file or an ONNX file (`--shape NAME=DIMS` fixes
-/// its input shapes); FILE is a module exported by `kiln compile`. Targets: TARGETS
-/// (`ref` is the graph-IR reference interpreter, `interp` the loop-IR interpreter behind
-/// the graph executor, `cpu` native code through Cranelift).
+/// Kiln, a deep-learning compiler: optimize a model's graph, generate kernels for a
+/// target, run them.
+///
+/// MODEL is a zoo model (ZOO), a text IR file or an ONNX file (`--shape NAME=DIMS` fixes
+/// its input shapes); FILE is a module exported by `kiln compile`, which runs on the
+/// target recorded in it.
+///
+/// Targets: TARGETS. `ref` is the graph-IR reference interpreter (the oracle), `interp`
+/// the loop-IR interpreter behind the graph executor, the others compile kernels (`cpu`:
+/// native code through Cranelift). Options follow the kind: `cpu -threads=4`.
+///
+/// `kiln COMMAND --help` says more about each command.
 #[derive(Parser, Debug)]
-#[command(name = "kiln", version, about)]
+#[command(name = "kiln", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Draw no progress on stderr (it is drawn only when stderr is a terminal anyway).
+    #[arg(short, long, global = true)]
+    quiet: bool,
 }
 
 /// Inputs of a model run: from `.npy` files, the rest random.
@@ -92,7 +104,7 @@ fn count_arg(text: &str) -> Result<usize, String> {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Print a model's graph IR in the text form.
+    /// Print a model's graph IR, optimized graph IR, loop IR or PTX, as text.
     Inspect {
         /// `zoo:NAME`, a text IR file or an ONNX file.
         model: String,
@@ -116,8 +128,10 @@ enum Command {
         #[arg(long, value_name = "N", value_parser = opt_level_arg())]
         opt_level: Option<u8>,
     },
-    /// Build a model for a target and export it to one file (graph JSON, params, target
-    /// and kernels); prints the kernel count, the build time and the memory plan.
+    /// Build a model for a target and export it to one file.
+    ///
+    /// The file holds the graph JSON, the params, the target and the kernels; the command
+    /// prints the kernel count, the build time and its steps, and the memory plan.
     Compile {
         /// `zoo:NAME`, a text IR file or an ONNX file.
         model: String,
@@ -196,8 +210,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Draw a model's graph to an SVG, HTML or DOT file: one cluster per kernel (fused
-    /// group), shapes on the edges; with --profile, kernels coloured by their run time.
+    /// Draw a model's graph to an SVG, HTML or DOT file.
+    ///
+    /// One cluster per kernel (fused group), shapes on the edges; with --profile, kernels
+    /// coloured by their share of the run time.
     Graph {
         /// `zoo:NAME`, a text IR file or an ONNX file.
         model: String,
@@ -220,7 +236,7 @@ enum Command {
         #[arg(long, default_value_t = 10, value_parser = count_arg)]
         number: usize,
     },
-    /// Time every kernel call with the debug executor and print the per-node table.
+    /// Time every kernel call with the debug executor and print the per-call table.
     Profile {
         /// `zoo:NAME`, a text IR file, an ONNX file, or a module exported by
         /// `kiln compile`.
@@ -245,10 +261,16 @@ enum Command {
     },
 }
 
-/// The command with the registry's target list in every help text that names TARGETS.
+/// The command with the registry's target list in every help text that names TARGETS,
+/// and the zoo's models where it names ZOO.
 fn command() -> clap::Command {
     let targets = compile::registry().targets_text();
-    let fill = |text: String| text.replace("TARGETS", &targets);
+    let zoo = kiln::layers::ir::zoo::NAMES
+        .iter()
+        .map(|n| format!("`zoo:{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let fill = |text: String| text.replace("TARGETS", &targets).replace("ZOO", &zoo);
     let mut cmd = Cli::command();
     if let Some(about) = cmd.get_about().map(|a| fill(a.to_string())) {
         cmd = cmd.about(about);
@@ -303,6 +325,11 @@ fn main() -> ExitCode {
             }
         },
     };
+    if let Err(e) = kiln::layers::ir::tensor::budget::check_memory_limit_env() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    progress::init(cli.quiet);
     let result = dispatch(cli.command);
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -444,11 +471,23 @@ fn format_chain(e: &anyhow::Error) -> String {
 }
 
 /// A usage error from clap on one line: its first paragraph (what is wrong, without the
-/// usage block and the `--help` hint), `error: ` prefix removed.
+/// usage block and the `--help` hint), `error: ` prefix removed, then clap's suggestion
+/// if it has one (`tip: a similar subcommand exists: 'run'`) as `did you mean ...?`.
 fn usage_error_line(e: &clap::Error) -> String {
     let text = e.render().to_string();
-    let first = text.split("\n\n").next().unwrap_or(&text);
+    let mut paragraphs = text.split("\n\n");
+    let first = paragraphs.next().unwrap_or(&text);
     let first = first.trim().strip_prefix("error:").unwrap_or(first);
     let line = first.split_whitespace().collect::<Vec<_>>().join(" ");
-    format!("{line} (see --help)")
+    let suggestion = paragraphs
+        .flat_map(str::lines)
+        .filter_map(|l| l.trim().strip_prefix("tip:"))
+        .find_map(|tip| {
+            tip.rsplit_once(": ")
+                .map(|(_, what)| what.trim().to_string())
+        });
+    match suggestion {
+        Some(what) => format!("{line}; did you mean {what}? (see --help)"),
+        None => format!("{line} (see --help)"),
+    }
 }

@@ -17,6 +17,8 @@ use kiln::layers::ir::text::{PrintOptions, print_module};
 use kiln::layers::te::topi::kernels_of;
 use kiln::{Model, Target, TargetKind};
 
+use crate::progress;
+
 /// Input shapes fixed by `--shape NAME=DIMS`, by input name.
 pub type Shapes = kiln::Shapes;
 
@@ -92,7 +94,7 @@ pub fn open(spec: &str, shapes: &Shapes) -> Result<Source> {
 /// Loads `zoo:NAME`, imports an ONNX file or parses a text IR file, then verifies it
 /// (`kiln::load`); a dynamic ONNX input gets a hint to fix it with `--shape`.
 pub fn load(spec: &str, shapes: &Shapes) -> Result<Model> {
-    kiln::load(spec, shapes).map_err(|e| match &e {
+    progress::step(format!("loading {spec}"), || kiln::load(spec, shapes)).map_err(|e| match &e {
         kiln::Error::Onnx(onnx)
             if matches!(onnx.root(), OnnxError::InvalidModel(m) if m.contains("dynamic")) =>
         {
@@ -107,6 +109,15 @@ pub fn load(spec: &str, shapes: &Shapes) -> Result<Model> {
         kiln::Error::Ir(_) => anyhow::Error::new(e).context(format!("{spec}")),
         _ => anyhow::Error::new(e),
     })
+}
+
+/// Optimizes a loaded model at `opt_level` (params bound and lifted as `build` does).
+pub fn optimize(spec: &str, model: &Model, opt_level: u8) -> Result<kiln::Optimized> {
+    progress::step(
+        format!("optimizing {spec} at opt level {opt_level}"),
+        || kiln::optimize(&model.module, &model.params, opt_level),
+    )
+    .with_context(|| format!("cannot optimize {spec}"))
 }
 
 /// What `kiln inspect` prints.
@@ -143,8 +154,7 @@ pub fn inspect(spec: &str, shapes: &Shapes, args: &InspectArgs) -> Result<()> {
         }
         "opt" => {
             let model = load(spec, shapes)?;
-            let opt = kiln::optimize(&model.module, &model.params, opt_level)
-                .with_context(|| format!("cannot optimize {spec}"))?;
+            let opt = optimize(spec, &model, opt_level)?;
             print!("{}", print_module(&opt.module, &opts));
             println!(
                 "\n// passes at opt-level {opt_level}: {:.2} ms",
@@ -170,10 +180,11 @@ pub fn inspect(spec: &str, shapes: &Shapes, args: &InspectArgs) -> Result<()> {
                 Err(e) => return Err(e),
             };
             let model = load(spec, shapes)?;
-            let opt = kiln::optimize(&model.module, &model.params, opt_level)
-                .with_context(|| format!("cannot optimize {spec}"))?;
-            let kernels = kernels_of(&opt.module, schedule)
-                .with_context(|| format!("cannot lower {spec} for {target}"))?;
+            let opt = optimize(spec, &model, opt_level)?;
+            let kernels = progress::step(format!("lowering {spec} for {target}"), || {
+                kernels_of(&opt.module, schedule)
+            })
+            .with_context(|| format!("cannot lower {spec} for {target}"))?;
             if args.emit == "ptx" {
                 // What the CUDA backend generates for the kernels on GPU schedules.
                 print!(

@@ -10,10 +10,12 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use kiln::NDArray;
+use kiln::{NDArray, TargetKind};
 
 use crate::compile::{bind_inputs, prepare};
 use crate::model::{self, Shapes, Source};
+use crate::progress::{self, Progress};
+use crate::units::human_duration;
 
 /// The largest absolute difference from `ref` that `--check` accepts.
 pub const CHECK_ATOL: f64 = 1e-4;
@@ -52,8 +54,17 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut exec = module.create_executor()?;
     bind_inputs(&mut exec, module, &args.inputs, args.seed)?;
     let start = Instant::now();
-    exec.run()?;
-    exec.synchronize()?;
+    {
+        let message = format!("running on {}", module.target());
+        // The reference interpreter runs the graph in one piece: nothing to count.
+        let progress = if *module.target().kind() == TargetKind::Ref {
+            Progress::spinner(message)
+        } else {
+            Progress::bar(format!("{message}, kernel calls"))
+        };
+        exec.run_observed(&mut |done, total| progress.set(done, total))?;
+        exec.synchronize()?;
+    }
     let elapsed = start.elapsed();
     let outputs = exec.outputs()?;
     for (i, out) in outputs.iter().enumerate() {
@@ -61,9 +72,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
     println!("{}", prepared.summary());
     println!(
-        "target {}: ran in {:.3} s",
+        "target {}: ran in {}",
         module.target(),
-        elapsed.as_secs_f64()
+        human_duration(elapsed)
     );
     if let Some(path) = &args.output {
         let first = outputs.first().context("the model has no outputs")?;
@@ -89,7 +100,7 @@ fn check(args: &RunArgs, outputs: &[NDArray]) -> Result<()> {
     let reference = prepare(&args.model, &args.shapes, Some("ref"), None, args.opt_level)?;
     let mut exec = reference.module.create_executor()?;
     bind_inputs(&mut exec, &reference.module, &args.inputs, args.seed)?;
-    exec.run()?;
+    progress::step("running on ref to check", || exec.run())?;
     let want = exec.outputs()?;
     if want.len() != outputs.len() {
         bail!(

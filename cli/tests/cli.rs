@@ -210,8 +210,19 @@ fn inspect_resnet18_loop_ir() {
 fn inspect_rejects_unknown_emit_and_target() {
     let o = kiln(&["inspect", "zoo:mlp", "--emit", "asm"]);
     assert_clear_error(&o, &["unknown --emit `asm`", "graph, opt, loop"]);
-    let o = kiln(&["inspect", "zoo:mlp", "--emit", "loop", "--target", "tpu"]);
-    assert_clear_error(&o, &["unknown target `tpu`", "ref, interp, cpu"]);
+    // `gpu` is no target kind: unknown here as in every other command.
+    for unknown in ["tpu", "gpu"] {
+        let o = kiln(&["inspect", "zoo:mlp", "--emit", "loop", "--target", unknown]);
+        assert_clear_error(
+            &o,
+            &[&format!("unknown target `{unknown}`"), "ref, interp, cpu"],
+        );
+        let o = kiln(&["run", "zoo:mlp", "--target", unknown]);
+        assert_clear_error(
+            &o,
+            &[&format!("unknown target `{unknown}`"), "ref, interp, cpu"],
+        );
+    }
     let o = kiln(&["inspect", "zoo:mlp", "--emit", "loop", "--target", "ref"]);
     assert_clear_error(&o, &["`ref` compiles none", "interp, cpu"]);
 }

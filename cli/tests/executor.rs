@@ -381,7 +381,9 @@ fn profile_prints_one_row_per_kernel() {
     let mut percent = 0.0;
     for row in rows {
         let w: Vec<&str> = row.split_whitespace().collect();
+        assert!(w[0].parse::<usize>().is_ok(), "node index column: {row}");
         assert!(w[1].starts_with("fused_"), "kernel column: {row}");
+        assert_eq!(row.matches(w[1]).count(), 1, "the kernel named once: {row}");
         let time: f64 = w[2].parse().unwrap();
         assert!(time > 0.0, "{row}");
         percent += w[3].parse::<f64>().unwrap();
@@ -545,4 +547,73 @@ fn help_texts_list_the_registry_targets() {
         assert!(help.contains("ref, interp, cpu"), "{sub}: {help}");
         assert!(!help.contains("TARGETS"), "{sub}: {help}");
     }
+}
+
+/// `kiln --help` says what each command is for in one line, and lists the zoo's models
+/// and the registry's targets; `-h` is the short form.
+#[test]
+fn top_level_help_lists_commands_zoo_and_targets() {
+    let help = kiln_ok(&["--help"]);
+    for model in kiln_ir::zoo::NAMES {
+        assert!(help.contains(&format!("`zoo:{model}`")), "{model}: {help}");
+    }
+    assert!(help.contains("Targets: ref, interp, cpu."), "{help}");
+    assert!(!help.contains("TARGETS") && !help.contains("ZOO"), "{help}");
+    let commands: Vec<&str> = help
+        .split("Commands:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .unwrap_or_else(|| panic!("no command list: {help}"))
+        .lines()
+        .collect();
+    let names: Vec<&str> = commands
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "inspect", "compile", "run", "bench", "graph", "profile", "help"
+        ]
+    );
+    for line in commands {
+        assert!(line.len() < 100, "one short line per command: {line}");
+    }
+    assert!(kiln_ok(&["-h"]).len() < help.len());
+}
+
+/// A misspelt command or option gets clap's suggestion, on the one error line.
+#[test]
+fn misspellings_get_a_did_you_mean() {
+    assert_clear_error(
+        &kiln(&["runn", "zoo:mlp"]),
+        &["'runn'", "did you mean 'run'?"],
+    );
+    assert_clear_error(
+        &kiln(&["run", "zoo:mlp", "--taget", "cpu"]),
+        &["'--taget'", "did you mean '--target'?"],
+    );
+    // No suggestion, no question.
+    let o = kiln(&["run"]);
+    assert_clear_error(&o, &["<MODEL>"]);
+    assert!(!stderr(&o).contains("did you mean"), "{}", stderr(&o));
+}
+
+/// A sub-millisecond run is timed in µs or ms, never as `0.000 s`.
+#[test]
+fn run_times_are_shown_in_a_unit_that_fits() {
+    let o = kiln_ok(&["run", "zoo:mlp", "--target", "cpu"]);
+    let line = o
+        .lines()
+        .find(|l| l.contains("ran in"))
+        .unwrap_or_else(|| panic!("no time in {o}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let (value, unit) = (words[words.len() - 2], words[words.len() - 1]);
+    let value: f64 = value.parse().unwrap_or_else(|_| panic!("{line}"));
+    assert!(["s", "ms", "µs"].contains(&unit), "{line}");
+    assert!(value > 0.0, "{line}");
+    assert!(
+        unit == "µs" || value >= 1.0,
+        "the unit fits the magnitude: {line}"
+    );
 }

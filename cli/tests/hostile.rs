@@ -313,7 +313,37 @@ fn onnx_import_classes() -> Vec<(&'static str, Vec<u8>, Vec<&'static str>)> {
                 vec![node("Relu", &["x", "x"], &["y"], vec![])],
                 vec![],
             ),
-            vec!["Relu takes 1 input(s), the node lists 2"],
+            vec!["Relu (opset 13) takes 1 input(s), the node lists 2"],
+        ),
+        (
+            "maxpool_with_two_inputs_and_three_outputs",
+            model_with(
+                13,
+                &[1, 1, 4, 4],
+                vec![node(
+                    "MaxPool",
+                    &["x", "x"],
+                    &["y"],
+                    vec![ints_attr("kernel_shape", &[2, 2])],
+                )],
+                vec![],
+            ),
+            vec!["MaxPool (opset 12) takes 1 input(s), the node lists 2"],
+        ),
+        (
+            "batchnorm_with_an_empty_required_input",
+            model_with(
+                13,
+                &[1, 2, 2, 2],
+                vec![node(
+                    "BatchNormalization",
+                    &["x", "", "x", "x", "x"],
+                    &["y"],
+                    vec![],
+                )],
+                vec![],
+            ),
+            vec!["BatchNormalization (opset 9): input 1 is required, the node leaves it empty"],
         ),
         (
             "opset_minus_5",
@@ -617,4 +647,21 @@ fn a_closed_stdout_ends_quietly() {
         assert!(o.status.success(), "{args:?}: {}", stderr(&o));
         assert_eq!(stderr(&o), "", "{args:?}");
     }
+}
+
+/// A memory limit that is not a byte count is a usage error naming the variable, not a
+/// silent fall back to the system's budget.
+#[test]
+fn an_unparseable_memory_limit_is_refused() {
+    for bad in ["lots", "12Q", "-5", ""] {
+        let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(["inspect", "zoo:mlp"])
+            .env("KILN_MEMORY_LIMIT", bad)
+            .output()
+            .expect("run kiln");
+        assert_refused(&o, bad, &["KILN_MEMORY_LIMIT", "is not a byte count"]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+    }
+    let o = kiln_budgeted(&["inspect", "zoo:mlp"]);
+    assert!(o.status.success(), "{}", stderr(&o));
 }

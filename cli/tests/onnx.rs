@@ -3,99 +3,17 @@
 //! shapes, and unsupported ops, truncated files and bad `--shape` values are one-line
 //! errors (all unsupported nodes at once), never panics.
 
-use kiln_frontend_onnx::proto::{
-    GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto,
-    ValueInfoProto, tensor_shape_proto::Dimension, tensor_shape_proto::dimension::Value,
-    type_proto,
-};
-use kiln_frontend_onnx::{tensor_to_proto, tensor_value_info};
+use kiln_frontend_onnx::proto::GraphProto;
+use kiln_frontend_onnx::tensor_value_info;
 use kiln_ir::{DType, NDArray};
-use prost::Message;
 
 mod common;
 
+use common::onnx_model::*;
 use common::*;
 
 fn tmp(name: &str) -> std::path::PathBuf {
     tmp_in("onnx-test", name)
-}
-
-fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
-    NodeProto {
-        input: inputs.iter().map(|s| s.to_string()).collect(),
-        output: outputs.iter().map(|s| s.to_string()).collect(),
-        name: Some(name.into()),
-        op_type: Some(op.into()),
-        ..Default::default()
-    }
-}
-
-fn model(graph: GraphProto) -> Vec<u8> {
-    ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(17),
-        }],
-        graph: Some(graph),
-        ..Default::default()
-    }
-    .encode_to_vec()
-}
-
-/// A float input whose first dimension is the symbol `N`.
-fn dynamic_input(name: &str, rest: &[i64]) -> ValueInfoProto {
-    let mut dim = vec![Dimension {
-        denotation: None,
-        value: Some(Value::DimParam("N".into())),
-    }];
-    dim.extend(rest.iter().map(|&d| Dimension {
-        denotation: None,
-        value: Some(Value::DimValue(d)),
-    }));
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            denotation: None,
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(1),
-                shape: Some(TensorShapeProto { dim }),
-            })),
-        }),
-        ..Default::default()
-    }
-}
-
-fn weight() -> NDArray {
-    NDArray::random([4, 3], DType::F32, 7)
-}
-
-fn bias() -> NDArray {
-    NDArray::from_vec([3], vec![0.5f32, -0.25, 0.0]).unwrap()
-}
-
-/// y = Relu(x @ w + b), x (N, 4) with N fixed to 2 or left symbolic.
-fn mlp_onnx(dynamic: bool) -> Vec<u8> {
-    let x = if dynamic {
-        dynamic_input("x", &[4])
-    } else {
-        tensor_value_info("x", 1, &[2, 4])
-    };
-    model(GraphProto {
-        node: vec![
-            node("MatMul", "mm", &["x", "w"], &["h"]),
-            node("Add", "add", &["h", "b"], &["z"]),
-            node("Relu", "relu", &["z"], &["y"]),
-        ],
-        name: Some("mlp".into()),
-        initializer: vec![
-            tensor_to_proto("w", &weight()),
-            tensor_to_proto("b", &bias()),
-        ],
-        input: vec![x],
-        output: vec![tensor_value_info("y", 1, &[])],
-        ..Default::default()
-    })
 }
 
 /// relu(x @ w + b) computed here, for a (rows, 4) x.
@@ -358,4 +276,26 @@ fn truncated_and_foreign_files_are_clear_errors() {
     let empty = tmp("empty.onnx");
     std::fs::write(&empty, b"").unwrap();
     assert_clear_error(&kiln(&["run", s(&empty), "--target", "ref"]), &["empty"]);
+}
+
+/// A type error inside an ONNX node is one line naming the node (by index and op type
+/// when it has no name), with the cause said once.
+#[test]
+fn a_node_type_error_is_said_once() {
+    let graph = GraphProto {
+        node: vec![node("Add", "", &["x", "y"], &["s"])],
+        input: vec![
+            tensor_value_info("x", 1, &[2]),
+            tensor_value_info("y", 1, &[3]),
+        ],
+        output: vec![tensor_value_info("s", 1, &[2])],
+        ..Default::default()
+    };
+    let path = tmp("type_error.onnx");
+    std::fs::write(&path, model(graph)).unwrap();
+    let o = kiln(&["inspect", s(&path)]);
+    assert_clear_error(&o, &["node #0 (Add", "shapes do not broadcast"]);
+    let err = stderr(&o);
+    assert_eq!(err.matches("do not broadcast").count(), 1, "{err}");
+    assert!(!err.contains("``"), "{err}");
 }

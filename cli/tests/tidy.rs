@@ -1,8 +1,8 @@
 //! Keeps the workspace honest: DESIGN.md's crate table is mirrored here (and compared with
 //! `../shared/DESIGN.md` when present); every crate is in ARCHITECTURE.md's table, whose
 //! "depends on" column names every kiln dependency of the crate and nothing DESIGN.md
-//! forbids; every Rust source file opens with a `//!` doc; the README keeps its two
-//! set-up commands and CI runs the first.
+//! forbids; every Rust source file opens with a `//!` doc; every Markdown file named is
+//! in the repository; the README keeps its two set-up commands and CI runs the first.
 
 use std::path::{Path, PathBuf};
 
@@ -171,7 +171,9 @@ fn crates_match_the_architecture_table_and_the_design() {
     }
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// The files under `dir` whose extension is one of `exts` (build output and `.git` left
+/// out).
+fn files_ending(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
@@ -179,12 +181,49 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
                 .file_name()
                 .is_some_and(|n| n != "target" && n != ".git")
             {
-                rust_files(&path, out);
+                files_ending(&path, exts, out);
             }
-        } else if path.extension().is_some_and(|e| e == "rs") {
+        } else if path
+            .extension()
+            .is_some_and(|e| exts.iter().any(|x| e == *x))
+        {
             out.push(path);
         }
     }
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    files_ending(dir, &["rs"], out);
+}
+
+/// Every Markdown file a doc, comment or page names (`RULES.md`, `docs/graph.md`)
+/// is in the repository, so no reader is sent to a file they do not have. The one
+/// exception is the project's `DESIGN.md`, kept beside the repository (the first test
+/// above mirrors its table here).
+#[test]
+fn every_markdown_file_named_is_in_the_repository() {
+    let mut files = Vec::new();
+    files_ending(&root(), &["rs", "md"], &mut files);
+    let mut present = std::collections::BTreeSet::new();
+    for f in &files {
+        if f.extension().is_some_and(|e| e == "md") {
+            present.insert(f.file_name().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    let mut missing = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for word in text.split(|c: char| !(c.is_alphanumeric() || "_.-/".contains(c))) {
+            let Some(stem) = word.strip_suffix(".md") else {
+                continue;
+            };
+            let name = format!("{}.md", stem.rsplit('/').next().unwrap_or(stem));
+            if name != ".md" && name != "DESIGN.md" && !present.contains(&name) {
+                missing.push(format!("{}: {word}", f.display()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "files named but absent: {missing:#?}");
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! keeps every intermediate tensor in storage of its own, so after a run every node's
 //! output can be read ([`DebugExecutor::debug_get_output`]) or dumped to `.npy`
 //! ([`DebugExecutor::dump_outputs`]), and each kernel call can be timed alone
-//! ([`DebugExecutor::profile`], a table of node, kernel, time in µs, share, shape).
+//! ([`DebugExecutor::profile`], a table of node index, kernel, time in µs, share,
+//! shape).
 //!
 //! Everything else (inputs, params, outputs) is the wrapped [`GraphExecutor`]'s API,
 //! reached through `Deref`.
@@ -54,33 +55,46 @@ pub struct Profile {
     pub total_us: f64,
 }
 
+/// One column per fact: the node's index in the graph JSON, its name only where some
+/// node's name differs from the kernel it calls (kiln names a node after its kernel),
+/// the kernel, the mean time in µs, the share, the output shapes.
 impl fmt::Display for Profile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let w = self
-            .rows
-            .iter()
-            .map(|r| r.name.len())
-            .max()
-            .unwrap_or(4)
-            .max(4);
-        let kw = self
-            .rows
-            .iter()
-            .map(|r| r.kernel.len())
-            .max()
-            .unwrap_or(6)
-            .max(6);
+        let width = |header: &str, cell: &dyn Fn(&ProfileRow) -> usize| {
+            self.rows
+                .iter()
+                .map(cell)
+                .max()
+                .unwrap_or(0)
+                .max(header.len())
+        };
+        let nw = width("Total", &|r| r.node.to_string().len());
+        let named = self.rows.iter().any(|r| r.name != r.kernel);
+        let name_col = |name: &str| {
+            if named {
+                let w = width("Name", &|r| r.name.len());
+                format!("{name:<w$}  ")
+            } else {
+                String::new()
+            }
+        };
+        let kw = width("Kernel", &|r| r.kernel.len());
         writeln!(
             f,
-            "{:<w$}  {:<kw$}  {:>12}  {:>7}  Shape",
-            "Node", "Kernel", "Time(us)", "Time(%)"
+            "{:<nw$}  {}{:<kw$}  {:>12}  {:>7}  Shape",
+            "Node",
+            name_col("Name"),
+            "Kernel",
+            "Time(us)",
+            "Time(%)"
         )?;
         for r in &self.rows {
             let shapes: Vec<String> = r.shapes.iter().map(|s| format!("{s:?}")).collect();
             writeln!(
                 f,
-                "{:<w$}  {:<kw$}  {:>12.3}  {:>7.2}  {}",
-                r.name,
+                "{:<nw$}  {}{:<kw$}  {:>12.3}  {:>7.2}  {}",
+                r.node,
+                name_col(&r.name),
                 r.kernel,
                 r.time_us,
                 r.percent,
@@ -89,8 +103,12 @@ impl fmt::Display for Profile {
         }
         write!(
             f,
-            "{:<w$}  {:<kw$}  {:>12.3}  {:>7.2}",
-            "Total", "", self.total_us, 100.0
+            "{:<nw$}  {}{:<kw$}  {:>12.3}  {:>7.2}",
+            "Total",
+            name_col(""),
+            "",
+            self.total_us,
+            100.0
         )
     }
 }
@@ -219,5 +237,75 @@ impl Deref for DebugExecutor {
 impl DerefMut for DebugExecutor {
     fn deref_mut(&mut self) -> &mut GraphExecutor {
         &mut self.exec
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(node: usize, name: &str, kernel: &str, time_us: f64) -> ProfileRow {
+        ProfileRow {
+            node,
+            name: name.into(),
+            kernel: kernel.into(),
+            time_us,
+            percent: 100.0 * time_us / 4.0,
+            shapes: vec![vec![1, 10]],
+        }
+    }
+
+    #[test]
+    fn the_table_says_each_fact_once() {
+        let profile = Profile {
+            rows: vec![
+                row(1, "fused_dense", "fused_dense", 3.0),
+                row(12, "fused_relu", "fused_relu", 1.0),
+            ],
+            total_us: 4.0,
+        };
+        let text = profile.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0].split_whitespace().collect::<Vec<_>>(),
+            ["Node", "Kernel", "Time(us)", "Time(%)", "Shape"]
+        );
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            ["1", "fused_dense", "3.000", "75.00", "[1,", "10]"]
+        );
+        assert_eq!(text.matches("fused_relu").count(), 1, "{text}");
+        assert!(lines[3].starts_with("Total"), "{text}");
+
+        // A node named apart from its kernel gets a Name column.
+        let profile = Profile {
+            rows: vec![row(3, "dense_a", "fused_dense", 4.0)],
+            total_us: 4.0,
+        };
+        let text = profile.to_string();
+        assert_eq!(
+            text.lines()
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .collect::<Vec<_>>(),
+            ["Node", "Name", "Kernel", "Time(us)", "Time(%)", "Shape"]
+        );
+        assert_eq!(
+            text.lines()
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .collect::<Vec<_>>(),
+            [
+                "3",
+                "dense_a",
+                "fused_dense",
+                "4.000",
+                "100.00",
+                "[1,",
+                "10]"
+            ]
+        );
     }
 }

@@ -12,7 +12,12 @@ pub enum Error {
     /// Bytes that are not a well-formed TVM params or tensor file. `offset` is where in
     /// the input the problem was found (the start of the offending field).
     #[error("invalid params at byte {offset}: {message}")]
-    InvalidParams { offset: usize, message: String },
+    InvalidParams {
+        /// Byte offset into the input where the bad field starts.
+        offset: usize,
+        /// What is wrong with the field.
+        message: String,
+    },
     /// Graph JSON that does not parse or breaks one of the graph executor's invariants;
     /// the message names the node or entry at fault.
     #[error("invalid graph JSON: {0}")]
@@ -35,11 +40,18 @@ pub enum Error {
     InvalidArgument(String),
     /// A failure reported by a backend's device (allocation, copy, kernel call).
     #[error("device error ({backend}): {message}")]
-    Device { backend: String, message: String },
+    Device {
+        /// The backend's name (`cpu`, `cuda`, ...).
+        backend: String,
+        /// The device's own description of the failure.
+        message: String,
+    },
     /// A file that could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file that was being read or written.
         path: std::path::PathBuf,
+        /// The operating system's error.
         source: std::io::Error,
     },
     /// An error from the loop-IR layer (lowering, verification, the loop-IR interpreter).

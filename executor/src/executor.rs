@@ -118,6 +118,9 @@ pub struct GraphExecutor {
     state: State,
     /// The last host value given to each input, for end-to-end benchmarks.
     host_inputs: Vec<Option<NDArray>>,
+    /// Whether each input has been given a value (copied or zero-copy); `run` refuses
+    /// while one has not.
+    bound: Vec<bool>,
 }
 
 /// Checks that `value` has the shape and dtype of entry `entry`, naming `name`.
@@ -171,7 +174,10 @@ pub(crate) fn known_names(layout: &Layout) -> String {
 
 impl GraphExecutor {
     /// A new executor over `module`: allocates the planned storage on the module's
-    /// device, copies the params in, prepares every call. Inputs start zero-filled.
+    /// device, copies the params in, prepares every call. Every input must then be given
+    /// a value ([`set_input`](Self::set_input) or
+    /// [`set_input_zero_copy`](Self::set_input_zero_copy)) before the first
+    /// [`run`](Self::run), which otherwise fails naming the inputs left unset.
     pub fn new(module: &CompiledModule) -> Result<GraphExecutor> {
         GraphExecutor::with_layout(module, module.layout.clone())
     }
@@ -230,6 +236,7 @@ impl GraphExecutor {
         };
         Ok(GraphExecutor {
             host_inputs: vec![None; layout.inputs.len()],
+            bound: vec![false; layout.inputs.len()],
             layout,
             state,
         })
@@ -280,6 +287,7 @@ impl GraphExecutor {
         }
         if let Some(i) = index {
             self.host_inputs[i] = Some(value.clone());
+            self.bound[i] = true;
         }
         Ok(())
     }
@@ -339,9 +347,13 @@ impl GraphExecutor {
         key: impl Into<InputKey<'a>>,
         value: &DeviceArray,
     ) -> Result<()> {
-        let (p, _) = self.placeholder(key.into())?;
+        let (p, index) = self.placeholder(key.into())?;
         let (name, entry) = (p.name.clone(), p.entry);
-        self.bind(entry, &format!("input `{name}`"), value)
+        self.bind(entry, &format!("input `{name}`"), value)?;
+        if let Some(i) = index {
+            self.bound[i] = true;
+        }
+        Ok(())
     }
 
     /// Binds the device array `value` as output `index` without copying: later runs write
@@ -380,10 +392,19 @@ impl GraphExecutor {
 
     /// Runs the graph once: every prepared kernel call in order.
     pub fn run(&mut self) -> Result<()> {
+        self.run_observed(&mut |_, _| {})
+    }
+
+    /// [`run`](Self::run), calling `on_call(done, total)` after each kernel call (once,
+    /// with `(1, 1)`, for a `ref` module, which the interpreter runs in one piece): for a
+    /// progress display of a long run.
+    pub fn run_observed(&mut self, on_call: &mut dyn FnMut(usize, usize)) -> Result<()> {
+        self.check_inputs_bound()?;
         match &mut self.state {
             State::Device { library, calls, .. } => {
-                for (kernel, args) in calls.iter() {
+                for (done, (kernel, args)) in calls.iter().enumerate() {
                     library.call(*kernel, args)?;
+                    on_call(done + 1, calls.len());
                 }
                 Ok(())
             }
@@ -393,9 +414,33 @@ impl GraphExecutor {
                 outputs,
             } => {
                 *outputs = kiln_ir::interp::evaluate(module, values)?.flatten();
+                on_call(1, 1);
                 Ok(())
             }
         }
+    }
+
+    /// An error naming every input not yet given a value.
+    fn check_inputs_bound(&self) -> Result<()> {
+        let unset: Vec<String> = self
+            .layout
+            .inputs
+            .iter()
+            .zip(&self.bound)
+            .filter(|(_, set)| !**set)
+            .map(|(p, _)| format!("`{}`", p.name))
+            .collect();
+        if unset.is_empty() {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument(format!(
+            "run before input{} {} {} set: give every input a value with set_input (or \
+             set_input_zero_copy) first; a weight among them was missing from the params \
+             the module was built with",
+            if unset.len() == 1 { "" } else { "s" },
+            unset.join(", "),
+            if unset.len() == 1 { "was" } else { "were" }
+        )))
     }
 
     /// Runs kernel call `call` alone (the debug executor's unit).
@@ -607,6 +652,16 @@ impl GraphExecutor {
 
     /// Times `run` as TVM's `benchmark` does (see [`BenchmarkOptions`]).
     pub fn benchmark(&mut self, opts: &BenchmarkOptions) -> Result<BenchmarkResult> {
+        self.benchmark_observed(opts, &mut |_| {})
+    }
+
+    /// [`benchmark`](Self::benchmark), calling `on_measurement(done)` after each of the
+    /// `opts.repeat` measurements: for a progress display.
+    pub fn benchmark_observed(
+        &mut self,
+        opts: &BenchmarkOptions,
+        on_measurement: &mut dyn FnMut(usize),
+    ) -> Result<BenchmarkResult> {
         if opts.repeat == 0 || opts.number == 0 {
             return Err(Error::InvalidArgument(
                 "benchmark: repeat and number must be at least 1".into(),
@@ -637,6 +692,7 @@ impl GraphExecutor {
                     .max(number + 1);
             };
             results.push(elapsed.as_secs_f64() / number as f64);
+            on_measurement(r + 1);
             if opts.cooldown_interval_ms > 0
                 && opts.repeats_to_cooldown > 0
                 && (r + 1) % opts.repeats_to_cooldown == 0

@@ -1,4 +1,5 @@
-//! TVM's graph-executor JSON (`TVM_REFERENCE.md` §2): the serde types, a validator, and a
+//! TVM's graph-executor JSON (apache/tvm `docs/arch/debugger.rst`, read by
+//! `src/runtime/graph_executor/graph_executor.cc`): the serde types, a validator, and a
 //! writer that keeps TVM's layout, so people who know TVM can read kiln's graphs and the
 //! two can exchange them.
 //!

@@ -12,7 +12,7 @@
 //! - [`executor`]: the [`GraphExecutor`] (TVM's names: `set_input`, `run`, `get_output`,
 //!   zero-copy, `share_params`, `benchmark`, ...); [`debug`]: the [`DebugExecutor`]
 //!   (every intermediate kept, per-node times, `.npy` dumps);
-//! - [`export`]: one-file export and a validating [`load`](export::load);
+//! - [`export`]: one-file export and a validating [`load`];
 //! - [`params`], [`graph_json`]: TVM's params and graph JSON formats; [`target`]:
 //!   [`Target`] values such as `cpu -threads=2`; [`Error`]: the crate's error type.
 //!
@@ -63,6 +63,7 @@
 //! assert_eq!(exec.get_output(0)?.to_vec::<f32>()?, vec![0.0, 2.0, 0.0, 4.0]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![warn(missing_docs)]
 
 pub mod assemble;
 pub mod backend;

@@ -1,5 +1,5 @@
 //! TVM's binary tensor and params formats (`SaveDLTensor`, `SaveParams`; see
-//! `TVM_REFERENCE.md` §3), so params saved by TVM load in kiln and the other way round.
+//! apache/tvm `include/tvm/runtime/ndarray.h` and `src/runtime/file_utils.cc`), so params saved by TVM load in kiln and the other way round.
 //!
 //! Layout, little-endian throughout. One tensor:
 //!
@@ -472,7 +472,7 @@ mod tests {
 
     #[test]
     fn hand_assembled_tensor_matches_the_reference_layout() {
-        // TVM_REFERENCE.md §3, written out field by field.
+        // TVM's `SaveDLTensor` layout, written out field by field.
         let mut want = Vec::new();
         want.extend(0xDD5E40F096B4A13Fu64.to_le_bytes());
         want.extend(0u64.to_le_bytes());

@@ -74,7 +74,7 @@ impl TargetKind {
             TargetKind::Ref | TargetKind::Interp => Some(&[]),
             TargetKind::Cpu => Some(&[THREADS, FMA]),
             TargetKind::Cuda => Some(&[ARCH, MAX_THREADS_PER_BLOCK]),
-            TargetKind::Vulkan => Some(&[MAX_THREADS_PER_BLOCK]),
+            TargetKind::Vulkan => Some(&[MAX_THREADS_PER_BLOCK, DEVICE]),
             TargetKind::Custom(_) => None,
         }
     }
@@ -155,10 +155,17 @@ pub struct TargetOption {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum OptionValue {
     /// An integer in `min..=max`.
-    Int { min: u64, max: u64 },
+    Int {
+        /// The smallest accepted value.
+        min: u64,
+        /// The largest accepted value (inclusive).
+        max: u64,
+    },
     /// A CUDA compute capability, `sm_` then two or three digits and an optional `a`
     /// (`sm_80`, `sm_90a`).
     SmArch,
+    /// A device: its index, or a word of its name (`0`, `llvmpipe`).
+    Device,
 }
 
 impl OptionValue {
@@ -166,6 +173,7 @@ impl OptionValue {
         match self {
             OptionValue::Int { min, max } => format!("N, {min}..={max}"),
             OptionValue::SmArch => "sm_XY".to_string(),
+            OptionValue::Device => "INDEX|NAME".to_string(),
         }
     }
 
@@ -189,6 +197,8 @@ impl OptionValue {
                     None => Err(format!("`{v}` is not a compute capability like sm_80")),
                 }
             }
+            OptionValue::Device if v.is_empty() => Err("an empty device name".into()),
+            OptionValue::Device => Ok(v.to_string()),
         }
     }
 }
@@ -207,6 +217,11 @@ const ARCH: TargetOption = TargetOption {
     name: "arch",
     value: OptionValue::SmArch,
     doc: "the GPU's compute capability",
+};
+const DEVICE: TargetOption = TargetOption {
+    name: "device",
+    value: OptionValue::Device,
+    doc: "the Vulkan device: its index in the loader's list, or part of its name",
 };
 const MAX_THREADS_PER_BLOCK: TargetOption = TargetOption {
     name: "max_threads_per_block",
@@ -402,6 +417,7 @@ mod tests {
             "cuda -arch=sm_90a -max_threads_per_block=256",
             "vulkan",
             "vulkan -max_threads_per_block=64",
+            "vulkan -device=llvmpipe",
         ] {
             let t = Target::parse(s).unwrap();
             assert_eq!(t.to_string(), s);

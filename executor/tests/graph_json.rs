@@ -5,7 +5,7 @@ use kiln_executor::Error;
 use kiln_executor::graph_json::{EntryRef, GraphJson, NodeOp};
 use proptest::prelude::*;
 
-/// The example from TVM's docs/arch/debugger.rst (TVM_REFERENCE.md §2).
+/// The example from TVM's docs/arch/debugger.rst.
 const TVM_EXAMPLE: &str = r#"{"nodes":[{"op":"null","name":"x","inputs":[]},
           {"op":"tvm_op","name":"relu0","attrs":{"flatten_data":"0",
            "func_name":"fuse_l2_normalize_relu","num_inputs":"1","num_outputs":"1"},

@@ -604,6 +604,7 @@ impl Importer {
             }
         }
         check_attributes(n.proto)?;
+        crate::arity::check(n)?;
         let fold = n.num_inputs() > 0 && self.all_inputs_constant(n);
         let outs = ops::convert(self, n)?;
         if let Some(m) = n.misread.take() {

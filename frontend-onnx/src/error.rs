@@ -28,12 +28,26 @@ impl fmt::Display for UnsupportedNode {
         } else {
             &self.domain
         };
+        let node = node_label(self.index, &self.name, None);
         write!(
             f,
-            "op `{}` (node #{} `{}`, domain {domain}, opset {})",
-            self.op_type, self.index, self.name, self.opset
+            "op `{}` ({node}, domain {domain}, opset {})",
+            self.op_type, self.opset
         )
     }
+}
+
+/// How messages name a node: by its index, its name when the model gives one, and its
+/// op type when given (`node #3 `conv1` (Conv)`; unnamed: `node #3 (Conv)`).
+pub fn node_label(index: usize, name: &str, op_type: Option<&str>) -> String {
+    let mut label = format!("node #{index}");
+    if !name.is_empty() {
+        label.push_str(&format!(" `{name}`"));
+    }
+    if let Some(op) = op_type {
+        label.push_str(&format!(" ({op})"));
+    }
+    label
 }
 
 /// Everything that can go wrong importing an ONNX model.
@@ -62,11 +76,15 @@ pub enum Error {
     #[error("unsupported element type: {0}")]
     UnsupportedType(String),
     /// An error raised while converting one node, with the node named.
-    #[error("node #{index} `{name}` ({op_type}): {source}")]
+    #[error("{}: {source}", node_label(*index, name, Some(op_type)))]
     AtNode {
+        /// The node's position in the graph.
         index: usize,
+        /// The node's name (`""` when the model gives none).
         name: String,
+        /// The node's `op_type`.
         op_type: String,
+        /// What went wrong converting it.
         source: Box<Error>,
     },
     /// An error from the graph IR (a type rule refusing the shapes, ...).

@@ -36,11 +36,14 @@
 //! assert_eq!(module.main().unwrap().params.len(), 1);
 //! ```
 
+mod arity;
+mod arity_table;
 mod control_flow;
 mod convert;
 mod data_dependent;
 mod einsum;
 pub mod error;
+mod external;
 mod extra_ops;
 mod grid_sample;
 mod ops;
@@ -85,6 +88,19 @@ pub fn from_onnx(bytes: &[u8], shapes: &BTreeMap<String, Vec<usize>>) -> Result<
     from_onnx_with_constants(bytes, shapes, &BTreeMap::new())
 }
 
+/// [`from_onnx`] for a model read from a file in `dir`: tensors stored as external data
+/// (files beside the model, as PyTorch's exporter writes them) are read from `dir` —
+/// only from inside it, never through an absolute path, `..` or a link leading out.
+pub fn from_onnx_in(
+    bytes: &[u8],
+    shapes: &BTreeMap<String, Vec<usize>>,
+    dir: &Path,
+) -> Result<(Module, Params)> {
+    let mut model = decode_model(bytes)?;
+    external::inline(&mut model, Some(dir))?;
+    convert::import_model(&model, shapes, &BTreeMap::new())
+}
+
 /// [`from_onnx`] with some graph inputs bound to values known at import time (as TVM's
 /// `freeze_params` does for initializers): each becomes a constant, so inputs that feed
 /// shapes, axes or pads (which kiln needs at import) make the model importable. A bound
@@ -94,7 +110,8 @@ pub fn from_onnx_with_constants(
     shapes: &BTreeMap<String, Vec<usize>>,
     constants: &BTreeMap<String, NDArray>,
 ) -> Result<(Module, Params)> {
-    let model = decode_model(bytes)?;
+    let mut model = decode_model(bytes)?;
+    external::inline(&mut model, None)?;
     convert::import_model(&model, shapes, constants)
 }
 
@@ -108,7 +125,8 @@ pub fn load_onnx(
         path: path.to_path_buf(),
         source,
     })?;
-    from_onnx(&bytes, shapes).map_err(|e| match e {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    from_onnx_in(&bytes, shapes, dir).map_err(|e| match e {
         Error::Decode(m) => Error::Decode(format!("{}: {m}", path.display())),
         other => other,
     })

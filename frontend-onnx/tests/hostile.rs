@@ -186,3 +186,52 @@ fn strict_validation_refuses_what_onnx_forbids() {
     assert!(matches!(e, Error::InvalidModel(_)), "{e}");
     assert!(e.to_string().contains("the model fixes 2"), "{e}");
 }
+
+/// Every operator's arity is checked against its ONNX schema at the model's opset (not
+/// only the elementwise ones'): extra inputs, missing inputs, an empty required input,
+/// extra outputs are errors naming the operator and its opset.
+#[test]
+fn arity_is_checked_against_the_schema_of_every_operator() {
+    let w = NDArray::from_vec([1, 1, 1, 1], vec![1.0f32]).unwrap();
+    let cases: Vec<(NodeProto, &str)> = vec![
+        (
+            node("Conv", &["x", "w", "w", "w"], &["y"], vec![]),
+            "Conv (opset 11) takes 2 to 3 input(s), the node lists 4",
+        ),
+        (
+            node("Conv", &["x"], &["y"], vec![]),
+            "Conv (opset 11) takes 2 to 3 input(s), the node lists 1",
+        ),
+        (
+            node("Conv", &["", "w"], &["y"], vec![]),
+            "Conv (opset 11): input 0 is required, the node leaves it empty",
+        ),
+        (
+            node("Softmax", &["x"], &["y", "z"], vec![]),
+            "Softmax (opset 13) has 1 output(s), the node lists 2",
+        ),
+        (
+            node("Transpose", &["x", "x"], &["y"], vec![]),
+            "Transpose (opset 13) takes 1 input(s), the node lists 2",
+        ),
+        (
+            node("Concat", &[], &["y"], vec![]),
+            "Concat (opset 13) takes at least 1 input(s), the node lists 0",
+        ),
+        (
+            node("Clip", &["x", "", "", "x"], &["y"], vec![]),
+            "Clip (opset 13) takes 1 to 3 input(s), the node lists 4",
+        ),
+    ];
+    for (n, want) in cases {
+        let e = import_err(&model(&[1, 1, 2, 2], vec![n], vec![("w", w.clone())]));
+        assert!(e.contains(want), "{e}\nwant: {want}");
+    }
+    // Optional inputs left empty and optional outputs left out are fine.
+    let ok = model(
+        &[1, 1, 2, 2],
+        vec![node("Clip", &["x", "", ""], &["y"], vec![])],
+        vec![],
+    );
+    from_onnx(&ok, &BTreeMap::new()).unwrap();
+}

@@ -157,6 +157,42 @@ fn unsupported_ops_are_all_named() {
     );
 }
 
+/// A node the model gives no name is named by its index and op type, never as ``.
+#[test]
+fn unnamed_nodes_are_named_by_index_and_op_type() {
+    let g = GraphProto {
+        node: vec![
+            node("Relu", "", &["x"], &["r"]),
+            node("Add", "", &["r", "y"], &["s"]),
+        ],
+        input: vec![
+            tensor_value_info("x", 1, &[2]),
+            tensor_value_info("y", 1, &[3]),
+        ],
+        output: vec![tensor_value_info("s", 1, &[2])],
+        ..Default::default()
+    };
+    let e = from_onnx(&model(g, 17), &BTreeMap::new())
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("node #1 (Add, opset 17): type error"), "{e}");
+    assert!(!e.contains("``"), "{e}");
+
+    let g = GraphProto {
+        node: vec![node("Det", "", &["x"], &["m"])],
+        input: vec![tensor_value_info("x", 1, &[2, 2])],
+        output: vec![tensor_value_info("m", 1, &[])],
+        ..Default::default()
+    };
+    let e = from_onnx(&model(g, 17), &BTreeMap::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("op `Det` (node #0, domain ai.onnx, opset 17)"),
+        "{e}"
+    );
+}
+
 #[test]
 fn random_and_truncated_bytes_are_errors() {
     let good = small_cnn();

@@ -38,10 +38,15 @@ impl Ord for F64 {
 /// An attribute value in the text form.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AttrValue {
+    /// An integer (`axis=1`).
     Int(i64),
+    /// A number with a fraction or exponent (`epsilon=1e-05f`).
     Float(f64),
+    /// `True` or `False`.
     Bool(bool),
+    /// A quoted string (`layout="NCHW"`).
     Str(String),
+    /// A bracketed list (`strides=[1, 1]`).
     List(Vec<AttrValue>),
 }
 
@@ -106,19 +111,23 @@ pub struct AttrWriter {
 }
 
 impl AttrWriter {
+    /// A writer with no attributes yet.
     pub fn new() -> AttrWriter {
         AttrWriter::default()
     }
 
+    /// Appends `name=v`.
     pub fn value(&mut self, name: &str, v: AttrValue) -> &mut Self {
         self.pairs.push((name.to_string(), v));
         self
     }
 
+    /// Appends an integer attribute.
     pub fn int(&mut self, name: &str, v: i64) -> &mut Self {
         self.value(name, AttrValue::Int(v))
     }
 
+    /// Appends a list of integers.
     pub fn ints(&mut self, name: &str, v: &[i64]) -> &mut Self {
         self.value(
             name,
@@ -126,6 +135,7 @@ impl AttrWriter {
         )
     }
 
+    /// Appends a list of non-negative integers (printed as integers).
     pub fn usizes(&mut self, name: &str, v: &[usize]) -> &mut Self {
         self.value(
             name,
@@ -133,18 +143,22 @@ impl AttrWriter {
         )
     }
 
+    /// Appends a float attribute.
     pub fn float(&mut self, name: &str, v: f64) -> &mut Self {
         self.value(name, AttrValue::Float(v))
     }
 
+    /// Appends a bool attribute.
     pub fn bool(&mut self, name: &str, v: bool) -> &mut Self {
         self.value(name, AttrValue::Bool(v))
     }
 
+    /// Appends a string attribute.
     pub fn str(&mut self, name: &str, v: &str) -> &mut Self {
         self.value(name, AttrValue::Str(v.to_string()))
     }
 
+    /// Appends a dtype, as its name in a string (`dtype="int64"`).
     pub fn dtype(&mut self, name: &str, v: DType) -> &mut Self {
         self.str(name, v.name())
     }
@@ -164,6 +178,7 @@ pub struct AttrReader {
 }
 
 impl AttrReader {
+    /// A reader of `pairs`, the attributes of op `op` (named in errors).
     pub fn new(op: &str, pairs: Vec<(String, AttrValue)>) -> AttrReader {
         AttrReader {
             op: op.to_string(),
@@ -187,6 +202,7 @@ impl AttrReader {
         Some(self.pairs.remove(at).1)
     }
 
+    /// An integer; any other kind of value is an error.
     pub fn int(&mut self, name: &str) -> Result<Option<i64>> {
         match self.take(name) {
             None => Ok(None),
@@ -195,6 +211,7 @@ impl AttrReader {
         }
     }
 
+    /// A non-negative integer; a negative one is an error.
     pub fn usize(&mut self, name: &str) -> Result<Option<usize>> {
         match self.int(name)? {
             None => Ok(None),
@@ -203,6 +220,7 @@ impl AttrReader {
         }
     }
 
+    /// A list of integers; a single integer is read as a list of one.
     pub fn ints(&mut self, name: &str) -> Result<Option<Vec<i64>>> {
         match self.take(name) {
             None => Ok(None),
@@ -219,6 +237,7 @@ impl AttrReader {
         }
     }
 
+    /// A list of non-negative integers; a negative element is an error.
     pub fn usizes(&mut self, name: &str) -> Result<Option<Vec<usize>>> {
         match self.ints(name)? {
             None => Ok(None),
@@ -253,6 +272,7 @@ impl AttrReader {
         }
     }
 
+    /// A string; any other kind of value is an error.
     pub fn str(&mut self, name: &str) -> Result<Option<String>> {
         match self.take(name) {
             None => Ok(None),
@@ -261,6 +281,7 @@ impl AttrReader {
         }
     }
 
+    /// A dtype given by name in a string; an unknown name is an error.
     pub fn dtype(&mut self, name: &str) -> Result<Option<DType>> {
         match self.str(name)? {
             None => Ok(None),

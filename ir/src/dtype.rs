@@ -9,21 +9,32 @@ use crate::error::Error;
 /// The element type of a tensor.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
+    /// IEEE 754 binary32 (`float32`).
     F32,
+    /// IEEE 754 binary16 (`float16`).
     F16,
+    /// Signed 8-bit integer (`int8`).
     I8,
+    /// Unsigned 8-bit integer (`uint8`).
     U8,
+    /// Signed 32-bit integer (`int32`).
     I32,
+    /// Signed 64-bit integer (`int64`).
     I64,
+    /// `true`/`false`, one byte per element in memory (`bool`).
     Bool,
+    /// IEEE 754 binary64 (`float64`).
     F64,
     /// bfloat16: float32's exponent with a 7-bit mantissa; computed in float32 and
     /// rounded (to nearest, ties to even) after each operation, as float16 is.
     BF16,
+    /// Signed 16-bit integer (`int16`).
     I16,
+    /// Unsigned 16-bit integer (`uint16`).
     U16,
+    /// Unsigned 32-bit integer (`uint32`).
     U32,
-    /// Held as its two's-complement bit pattern wherever kiln computes in `i64`;
+    /// Unsigned 64-bit integer (`uint64`). Held as its two's-complement bit pattern wherever kiln computes in `i64`;
     /// comparisons, division, min/max and conversions read it unsigned.
     U64,
 }
@@ -100,10 +111,12 @@ impl DType {
             .find(|d| d.dl_code() == code && d.bits() == bits)
     }
 
+    /// Whether this is a floating-point dtype.
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F16 | DType::F64 | DType::BF16)
     }
 
+    /// Whether this is an integer dtype, signed or unsigned (bool is not).
     pub fn is_int(self) -> bool {
         matches!(
             self,
@@ -123,6 +136,7 @@ impl DType {
         matches!(self, DType::U8 | DType::U16 | DType::U32 | DType::U64)
     }
 
+    /// Whether this is `bool`.
     pub fn is_bool(self) -> bool {
         self == DType::Bool
     }

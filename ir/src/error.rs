@@ -14,13 +14,21 @@ pub enum Error {
     /// Text IR that does not parse; `line` and `col` are 1-based.
     #[error("parse error at {line}:{col}: {message}")]
     Parse {
+        /// Line of the offending token, from 1.
         line: usize,
+        /// Column of the offending token, from 1, in characters.
         col: usize,
+        /// What was expected and what was found.
         message: String,
     },
     /// An op applied to arguments whose types don't fit its type rule.
     #[error("type error in `{op}`: {message}")]
-    Type { op: String, message: String },
+    Type {
+        /// The op's name (`nn.conv2d`).
+        op: String,
+        /// Which argument or attribute does not fit, and why.
+        message: String,
+    },
     /// An op name that no registry knows.
     #[error("unknown op `{0}`")]
     UnknownOp(String),
@@ -35,7 +43,12 @@ pub enum Error {
     InvalidArgument(String),
     /// A file that is not what it claims to be.
     #[error("{path}: {message}")]
-    InvalidFile { path: PathBuf, message: String },
+    InvalidFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it, and where in it.
+        message: String,
+    },
     /// A feature kiln does not implement yet; the message names what is missing.
     #[error("unsupported: {0}")]
     Unsupported(String),
@@ -46,9 +59,12 @@ pub enum Error {
     /// A failure while evaluating an expression in the reference interpreter.
     #[error("evaluation error: {0}")]
     Eval(String),
+    /// A file that could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The operating system's error.
         source: std::io::Error,
     },
 }

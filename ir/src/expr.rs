@@ -39,7 +39,10 @@ impl fmt::Display for ExprId {
 /// such as a fused primitive group, or a global function).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Callee {
+    /// A built-in or custom op.
     Op(Op),
+    /// An expression of function type: a [`ExprKind::Function`] or a
+    /// [`ExprKind::GlobalVar`].
     Expr(ExprId),
 }
 
@@ -54,8 +57,11 @@ pub struct FnAttrs {
 /// A function: parameters (each a [`ExprKind::Var`] node) and a body.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Function {
+    /// The parameters, in order; each a [`ExprKind::Var`] node.
     pub params: Vec<ExprId>,
+    /// The result expression.
     pub body: ExprId,
+    /// Markers such as `primitive`.
     pub attrs: FnAttrs,
 }
 
@@ -65,21 +71,28 @@ pub enum ExprKind {
     /// A variable, bound as a function parameter. Its identity is its id; the name is
     /// for printing and for binding inputs and params by name.
     Var {
+        /// The name without `%` (need not be unique).
         name: String,
     },
     /// A constant tensor.
     Constant(Arc<NDArray>),
     /// An op or function applied to arguments.
     Call {
+        /// What is applied.
         callee: Callee,
+        /// The arguments, in order.
         args: Vec<ExprId>,
     },
+    /// A tuple of the fields, in order.
     Tuple(Vec<ExprId>),
     /// Field `index` of a tuple.
     TupleGetItem {
+        /// An expression of tuple type.
         tuple: ExprId,
+        /// The field, from 0.
         index: usize,
     },
+    /// A function literal (a fused group, or the body of a global function).
     Function(Function),
     /// A reference to a global function of the module, by name (`@name`).
     GlobalVar(String),
@@ -148,7 +161,9 @@ impl ExprKind {
 /// An arena node: the expression and its type.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExprNode {
+    /// What the expression is.
     pub kind: ExprKind,
+    /// Its type, as inferred when the node was made.
     pub ty: Type,
 }
 
@@ -161,6 +176,7 @@ pub struct Module {
 }
 
 impl Module {
+    /// An empty module: no nodes, no global functions.
     pub fn new() -> Module {
         Module::default()
     }
@@ -170,6 +186,7 @@ impl Module {
         self.nodes.len()
     }
 
+    /// Whether the arena holds no node.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
@@ -186,10 +203,12 @@ impl Module {
             .ok_or_else(|| Error::InvalidArgument(format!("expression {id} is not in this module")))
     }
 
+    /// What node `id` is. Panics as [`Module::node`] does.
     pub fn kind(&self, id: ExprId) -> &ExprKind {
         &self.node(id).kind
     }
 
+    /// The type of node `id`. Panics as [`Module::node`] does.
     pub fn ty(&self, id: ExprId) -> &Type {
         &self.node(id).ty
     }

@@ -10,6 +10,7 @@
 //! let y = m.call(op::Unary { kind: op::UnaryKind::Relu }, &[x]).unwrap();
 //! m.set_main(&[x], y).unwrap();
 //! ```
+#![warn(missing_docs)]
 
 pub mod attrs;
 pub mod dtype;

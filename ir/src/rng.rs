@@ -9,6 +9,7 @@ pub struct SplitMix64 {
 }
 
 impl SplitMix64 {
+    /// A generator started at `seed` (any value, 0 included).
     pub fn new(seed: u64) -> SplitMix64 {
         SplitMix64 { state: seed }
     }

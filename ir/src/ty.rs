@@ -12,11 +12,14 @@ pub const MAX_ELEMENTS: usize = 1 << 56;
 /// A tensor type: a static shape and an element type.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TensorType {
+    /// The dimensions, outermost first; empty for a scalar.
     pub shape: Vec<usize>,
+    /// The element type.
     pub dtype: DType,
 }
 
 impl TensorType {
+    /// The type of `shape` and `dtype`.
     pub fn new(shape: impl Into<Vec<usize>>, dtype: DType) -> TensorType {
         TensorType {
             shape: shape.into(),
@@ -29,6 +32,7 @@ impl TensorType {
         TensorType::new(vec![], dtype)
     }
 
+    /// Number of dimensions.
     pub fn rank(&self) -> usize {
         self.shape.len()
     }
@@ -59,15 +63,20 @@ impl TensorType {
 /// The type of an expression.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Type {
+    /// A tensor.
     Tensor(TensorType),
+    /// A tuple of the field types, in order.
     Tuple(Vec<Type>),
+    /// A function.
     Func(FuncType),
 }
 
 /// A function's parameter types and result type.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FuncType {
+    /// The parameter types, in order.
     pub params: Vec<Type>,
+    /// The result type.
     pub ret: Box<Type>,
 }
 

@@ -7,7 +7,9 @@ use crate::ty::Type;
 /// What an expression evaluates to.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
+    /// A tensor.
     Tensor(NDArray),
+    /// A tuple of values, in field order.
     Tuple(Vec<Value>),
 }
 

@@ -25,6 +25,7 @@ use crate::visit::body_order;
 pub struct VerifyError {
     /// `@function %binding` as the printer names it, or the node id.
     pub location: String,
+    /// The invariant broken, and how.
     pub message: String,
 }
 

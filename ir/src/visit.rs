@@ -60,12 +60,19 @@ pub fn post_order_visit(m: &Module, root: ExprId, mut f: impl FnMut(ExprId)) {
 /// One hook per node kind, called in post order by [`walk`]. Every hook defaults to
 /// doing nothing.
 pub trait ExprVisitor {
+    /// A variable `%name`.
     fn visit_var(&mut self, _m: &Module, _id: ExprId, _name: &str) {}
+    /// A constant tensor (its value is `m.kind(id)`'s).
     fn visit_constant(&mut self, _m: &Module, _id: ExprId) {}
+    /// A call, after its callee expression (if any) and its arguments.
     fn visit_call(&mut self, _m: &Module, _id: ExprId, _callee: &Callee, _args: &[ExprId]) {}
+    /// A tuple, after its fields.
     fn visit_tuple(&mut self, _m: &Module, _id: ExprId, _fields: &[ExprId]) {}
+    /// Field `index` of `tuple`, after `tuple`.
     fn visit_tuple_get_item(&mut self, _m: &Module, _id: ExprId, _tuple: ExprId, _index: usize) {}
+    /// A function literal, after its parameters and body.
     fn visit_function(&mut self, _m: &Module, _id: ExprId, _f: &Function) {}
+    /// A reference `@name` to a global function (not entered).
     fn visit_global(&mut self, _m: &Module, _id: ExprId, _name: &str) {}
 }
 

@@ -65,6 +65,12 @@ mod error;
 mod load;
 pub mod registry;
 
+/// The tutorial of `docs/tutorial.md` (from an ONNX file to a benchmark; kiln in a Rust
+/// program; a rewrite rule and a backend of your own), here so that its code runs as
+/// doctests.
+#[doc = include_str!("../../docs/tutorial.md")]
+pub mod tutorial {}
+
 pub use build::{Built, Optimized, build, build_on, optimize};
 pub use error::{Error, Result};
 pub use load::{Model, Shapes, load, load_onnx, load_text};
@@ -81,6 +87,7 @@ pub use kiln_rewrite::{PassContext, PassReport};
 /// The layers under the front door, for what it does not re-export.
 pub mod layers {
     pub use kiln_backend_cuda as backend_cuda;
+    pub use kiln_backend_spirv as backend_spirv;
     pub use kiln_executor as executor;
     pub use kiln_frontend_onnx as frontend_onnx;
     pub use kiln_ir as ir;

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use kiln_executor::Params;
 use kiln_executor::export::MAGIC;
-use kiln_frontend_onnx::{decode_model, from_onnx};
+use kiln_frontend_onnx::{decode_model, from_onnx, from_onnx_in};
 use kiln_ir::text::parse_module;
 use kiln_ir::{Module, verify, zoo};
 
@@ -84,7 +84,7 @@ fn load_file_bytes(spec: &str, bytes: Vec<u8>, shapes: &Shapes) -> Result<Model>
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
     if onnx_ext {
-        return onnx(&bytes, shapes);
+        return onnx(spec, &bytes, shapes);
     }
     match String::from_utf8(bytes) {
         Ok(text) => match parse_module(&text) {
@@ -96,13 +96,13 @@ fn load_file_bytes(spec: &str, bytes: Vec<u8>, shapes: &Shapes) -> Result<Model>
                 })
             }
             // Not text IR: an ONNX model under another name is still a model.
-            Err(_) if decode_model(text.as_bytes()).is_ok() => onnx(text.as_bytes(), shapes),
+            Err(_) if decode_model(text.as_bytes()).is_ok() => onnx(spec, text.as_bytes(), shapes),
             Err(e) => Err(Error::InvalidModel(format!("{spec}: {e}"))),
         },
         Err(e) => {
             let bytes = e.into_bytes();
             match decode_model(&bytes) {
-                Ok(_) => onnx(&bytes, shapes),
+                Ok(_) => onnx(spec, &bytes, shapes),
                 Err(onnx) => Err(Error::InvalidModel(format!(
                     "`{spec}` is neither a text IR file (it is not UTF-8), an ONNX model \
                      ({onnx}), nor a module exported by `kiln compile` (it does not start \
@@ -113,8 +113,11 @@ fn load_file_bytes(spec: &str, bytes: Vec<u8>, shapes: &Shapes) -> Result<Model>
     }
 }
 
-fn onnx(bytes: &[u8], shapes: &Shapes) -> Result<Model> {
-    let (module, params) = from_onnx(bytes, shapes)?;
+/// The ONNX model in `bytes`, read from the file `spec` (external tensor data is read
+/// from the file's folder).
+fn onnx(spec: &str, bytes: &[u8], shapes: &Shapes) -> Result<Model> {
+    let dir = Path::new(spec).parent().unwrap_or(Path::new("."));
+    let (module, params) = from_onnx_in(bytes, shapes, dir)?;
     Ok(Model { module, params })
 }
 

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use kiln_backend_cranelift::CraneliftBackend;
 use kiln_backend_cuda::CudaBackend;
+use kiln_backend_spirv::VulkanBackend;
 use kiln_executor::backends::InterpBackend;
 use kiln_executor::{Backend, CompiledModule, Params, Target, TargetKind};
 use kiln_ir::Module;
@@ -51,6 +52,10 @@ impl Registry {
         // `cuda` only where this build has a CUDA runtime (the `cuda` feature).
         if CudaBackend::has_device_runtime() {
             r.backends.push(Arc::new(CudaBackend::default()));
+        }
+        // `vulkan` only where a Vulkan device is found (a loader and a driver).
+        if VulkanBackend::probe().is_ok() {
+            r.backends.push(Arc::new(VulkanBackend));
         }
         r
     }
@@ -127,6 +132,10 @@ impl Registry {
                     "target `{target}` is not built yet: {}",
                     kiln_backend_cuda::NO_RUNTIME
                 ),
+                TargetKind::Vulkan => match VulkanBackend::probe() {
+                    Err(why) => format!("target `{target}` has no device: {why}"),
+                    Ok(_) => format!("target `{target}` is not registered"),
+                },
                 _ => format!("target `{target}` is not built yet"),
             };
             return Err(Error::UnknownTarget(format!(

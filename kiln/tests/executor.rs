@@ -128,11 +128,31 @@ fn executor_api_and_error_paths() {
         ),
         ("data", &[1usize, 1, 8, 8][..], DType::F32)
     );
+    let msg = |e: Error| e.to_string();
+    // An input never set is an error naming it, on kernels and on `ref` alike.
+    let e = msg(ex.run().unwrap_err());
+    assert!(
+        e.contains("input `data` was set") && e.contains("set_input"),
+        "{e}"
+    );
+    let on_ref = build(&m, &"ref".parse().unwrap(), &params, 0).unwrap();
+    let e = msg(on_ref.create_executor().unwrap().run().unwrap_err());
+    assert!(e.contains("input `data`"), "{e}");
+    // Built without its params, every weight is an input: the run names those unset.
+    let bare = build(&m, &interp(), &BTreeMap::new(), 0).unwrap();
+    let mut bare_ex = bare.create_executor().unwrap();
+    bare_ex.set_input("data", &data).unwrap();
+    let e = msg(bare_ex.run().unwrap_err());
+    assert!(
+        e.contains("inputs `fc1_weight`, `fc1_bias`")
+            && !e.contains("`data`")
+            && e.contains("missing from the params"),
+        "{e}"
+    );
     ex.set_input(0, &data).unwrap();
     assert_eq!(ex.get_input(0).unwrap(), data);
     assert_eq!(ex.get_input("data").unwrap(), data);
 
-    let msg = |e: Error| e.to_string();
     let wrong_shape = NDArray::zeros(vec![1, 8, 8], DType::F32);
     let e = msg(ex.set_input("data", &wrong_shape).unwrap_err());
     assert!(
@@ -274,6 +294,46 @@ fn zero_copy_shared_params_and_benchmark() {
         })
         .is_err()
     );
+}
+
+/// The progress hooks see every kernel call and every measurement, in order, and the
+/// observed run computes what `run` does.
+#[test]
+fn observers_see_every_call_and_measurement() {
+    let (m, params, data) = mlp();
+    let lib = build(&m, &interp(), &params, 0).unwrap();
+    let mut ex = lib.create_executor().unwrap();
+    ex.set_input("data", &data).unwrap();
+    let mut seen = vec![];
+    ex.run_observed(&mut |done, total| seen.push((done, total)))
+        .unwrap();
+    let calls = lib.kernels().len();
+    assert!(calls > 1);
+    let want: Vec<(usize, usize)> = (1..=calls).map(|d| (d, calls)).collect();
+    assert_eq!(seen, want, "one call per kernel at opt level 0");
+    assert_eq!(ex.outputs().unwrap(), run_once(&lib, &data));
+
+    let mut measured = vec![];
+    let r = ex
+        .benchmark_observed(
+            &BenchmarkOptions {
+                repeat: 3,
+                number: 1,
+                ..BenchmarkOptions::default()
+            },
+            &mut |done| measured.push(done),
+        )
+        .unwrap();
+    assert_eq!(measured, [1, 2, 3]);
+    assert_eq!(r.results.len(), 3);
+
+    let reference = Registry::builtin().build(&m, "ref", &params, 0).unwrap();
+    let mut ex = reference.module.create_executor().unwrap();
+    ex.set_input("data", &data).unwrap();
+    let mut seen = vec![];
+    ex.run_observed(&mut |done, total| seen.push((done, total)))
+        .unwrap();
+    assert_eq!(seen, [(1, 1)], "ref runs in one piece");
 }
 
 #[test]

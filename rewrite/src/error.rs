@@ -11,7 +11,9 @@ pub enum Error {
     /// A pass produced a module that fails the verifier: the pass's name and the errors.
     #[error("pass `{pass}` produced an invalid module: {source}")]
     PassBroke {
+        /// The pass's name.
         pass: String,
+        /// The verifier's errors.
         #[source]
         source: kiln_ir::Error,
     },
@@ -23,4 +25,5 @@ pub enum Error {
     Unsupported(String),
 }
 
+/// A result whose error is the rewrite crate's [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -13,6 +13,23 @@
 //! [`tensor`], [`is_float`], ...), [`check_rule`] with [`random_inputs`], and
 //! [`rewrite_module`], the bottom-up module rewriter the built-in passes use. The page
 //! [`writing_a_rule`] walks through it.
+//!
+//! At opt level 3 the identities below go (equality saturation) and what is left is one
+//! fused group, the kernel-to-be:
+//!
+//! ```
+//! use kiln_ir::text::{parse_module, print_module};
+//! use kiln_rewrite::{PassContext, optimize};
+//!
+//! let m = parse_module("def @main(%x: Tensor[(4), float32]) { nn.relu(add(multiply(%x, 1f), 0f)) }")
+//!     .unwrap();
+//! let (out, report) = optimize(&m, &PassContext::from(3)).unwrap();
+//! let text = print_module(&out, &Default::default());
+//! assert!(!text.contains("multiply") && !text.contains("add("), "{text}");
+//! assert_eq!(text.matches("Primitive=1").count(), 1, "{text}");
+//! assert!(report.get("EqSat").unwrap().ran && report.get("FuseOps").unwrap().ran);
+//! ```
+#![warn(missing_docs)]
 
 pub mod eqsat;
 pub mod error;

@@ -5,7 +5,7 @@
 //! context and records a [`PassReport`] (per pass: ran or skipped, time, node counts,
 //! details).
 //!
-//! Gating follows Relay (TVM_REFERENCE.md §5): a pass runs when it is required or when
+//! Gating follows Relay (apache/tvm `src/ir/transform.cc`, `PassContext`): a pass runs when it is required or when
 //! `ctx.opt_level >= pass.opt_level`, and never when it is disabled.
 
 use std::collections::BTreeSet;
@@ -25,14 +25,18 @@ pub const MAX_OPT_LEVEL: u8 = 3;
 /// the lowest opt level it runs at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PassInfo {
+    /// Unique name (`FoldConstant`).
     pub name: &'static str,
+    /// The lowest opt level (0..=3) at which it runs unless required or disabled.
     pub opt_level: u8,
 }
 
 /// What a pass produced: the new module and free-form details for the report
 /// (`key`, `value` pairs such as `("stop", "saturated")`).
 pub struct PassOutcome {
+    /// The module after the pass, well typed.
     pub module: Module,
+    /// `(key, value)` lines for the report, in order.
     pub details: Vec<(String, String)>,
 }
 
@@ -55,7 +59,9 @@ impl PassOutcome {
 /// A graph-level pass. Passes never change values beyond the op's floating-point
 /// tolerance and always return a well-typed module.
 pub trait Pass: Send + Sync {
+    /// Its name and opt level.
     fn info(&self) -> PassInfo;
+    /// Runs the pass on `module` under `ctx`; an error stops the pipeline.
     fn run(&self, module: &Module, ctx: &PassContext) -> Result<PassOutcome>;
     /// The rewrite rules the pass applies, in the order it holds them, for
     /// [`PassContext::disabled_rules`]; empty (the default) for passes without rules.
@@ -67,8 +73,11 @@ pub trait Pass: Send + Sync {
 /// A pass given by a function: the quickest way to write one.
 #[derive(Clone, Copy)]
 pub struct FnPass {
+    /// Unique name.
     pub name: &'static str,
+    /// The lowest opt level it runs at.
     pub opt_level: u8,
+    /// [`Pass::run`].
     pub run: fn(&Module, &PassContext) -> Result<PassOutcome>,
 }
 
@@ -103,7 +112,9 @@ impl Pass for FnPass {
 /// A rewrite rule as a pass lists it: its unique name and its family.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RuleInfo {
+    /// Unique name (`mul_one`).
     pub name: String,
+    /// The family (`algebraic`).
     pub family: String,
 }
 
@@ -135,7 +146,9 @@ pub struct PassContext {
 /// first of them).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Position {
+    /// Just before the first pass of this name.
     Before(String),
+    /// Just after the first pass of this name.
     After(String),
 }
 
@@ -158,6 +171,7 @@ impl Position {
 pub struct Extensions {
     /// In the order they were inserted; two at one position run in that order.
     pub passes: Vec<(Position, Arc<dyn Pass>)>,
+    /// Rules for `EqSat`, in the order they were added.
     pub rules: Vec<Arc<dyn Rule>>,
 }
 
@@ -284,14 +298,19 @@ impl From<u8> for PassContext {
 /// One pass's line in the report.
 #[derive(Clone, Debug)]
 pub struct PassRecord {
+    /// The pass's name.
     pub name: String,
+    /// The lowest opt level it runs at.
     pub opt_level: u8,
     /// False when the context gated it off.
     pub ran: bool,
+    /// Wall time of the pass, in milliseconds (0 when it did not run).
     pub time_ms: f64,
     /// Expression nodes reachable from `@main` (and its functions) before and after.
     pub nodes_before: usize,
+    /// See `nodes_before`.
     pub nodes_after: usize,
+    /// The pass's own report lines ([`PassOutcome::details`]).
     pub details: Vec<(String, String)>,
     /// The printed module after the pass, when `ctx.dump_ir` is set.
     pub dump: Option<String>,
@@ -300,6 +319,7 @@ pub struct PassRecord {
 /// Every pass of a run, in order.
 #[derive(Clone, Debug, Default)]
 pub struct PassReport {
+    /// One record per pass of the sequence, ran or not, in order.
     pub records: Vec<PassRecord>,
 }
 

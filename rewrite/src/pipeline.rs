@@ -1,5 +1,5 @@
 //! The standard optimization pipeline: [`standard_passes`] in Relay's `relay.build`
-//! order (TVM_REFERENCE.md §5) and [`optimize`], which checks the context and runs them
+//! order (apache/tvm `src/relay/backend/build_module.cc`) and [`optimize`], which checks the context and runs them
 //! under it. What `build()` in the executor calls.
 
 use kiln_ir::Module;

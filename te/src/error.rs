@@ -11,8 +11,11 @@ pub enum Error {
     /// Loop-IR text that does not parse; `line` and `col` are 1-based.
     #[error("parse error at {line}:{col}: {message}")]
     Parse {
+        /// Line of the offending token, from 1.
         line: usize,
+        /// Column of the offending token, from 1, in characters.
         col: usize,
+        /// What was expected and what was found.
         message: String,
     },
     /// The verifier found problems; each one names its location.

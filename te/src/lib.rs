@@ -32,6 +32,7 @@
 //! kiln_te::tir::verify(&f).unwrap();
 //! assert!(f.to_string().contains("parallel for (%i, 0, 8)"));
 //! ```
+#![warn(missing_docs)]
 
 pub mod error;
 pub mod schedule_default;

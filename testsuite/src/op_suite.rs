@@ -186,8 +186,9 @@ proptest! {
         let other = broadcast_partner(&s, mask, drop);
         let (a, b) = if swap { (other, s.clone()) } else { (s.clone(), other) };
         let float = dt.is_float();
-        // Divisors and exponents are drawn positive (integer division by zero and
-        // negative integer powers are errors in the reference).
+        // Divisors are drawn away from zero (integer division by zero is an error in
+        // the reference); integer exponents take both signs over a base without zero
+        // (zero to a negative power is a division by zero).
         let (lo, hi) = match kind {
             BinaryKind::Divide | BinaryKind::Power if float => (0.5, 2.0),
             _ => (-2.0, 2.0),
@@ -197,10 +198,17 @@ proptest! {
             Err(_) => return Ok(()),
         };
         let mut xs = inputs(&params, seed, lo, hi);
-        if !float && matches!(kind, BinaryKind::Divide | BinaryKind::Power) {
+        if !float && kind == BinaryKind::Divide {
             let t = &params[1].1;
             let v = kiln_ir::NDArray::random_uniform(t.shape.clone(), t.dtype, seed ^ 5, 1.0, 7.0);
             xs[1] = v;
+        }
+        if !float && kind == BinaryKind::Power {
+            let (base, exp) = (&params[0].1, &params[1].1);
+            let (lo, hi) = if seed % 2 == 0 || dt == U8 { (1.0, 3.0) } else { (-3.0, -1.0) };
+            xs[0] = kiln_ir::NDArray::random_uniform(base.shape.clone(), base.dtype, seed ^ 3, lo, hi);
+            let lo = if dt == U8 { 0.0 } else { -3.0 };
+            xs[1] = kiln_ir::NDArray::random_uniform(exp.shape.clone(), exp.dtype, seed ^ 5, lo, 7.0);
         }
         // Moduli: divisors of one sign per case, away from zero (integer modulo by zero
         // is an error; a float divisor near zero makes the quotient's rounding matter).

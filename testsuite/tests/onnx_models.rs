@@ -115,8 +115,14 @@ fn check_model(dir: &Path, name: &str) {
     );
     // The registry's backends: the PTX interpreter (the suites' `cuda` without a GPU)
     // would take hours on a 224x224 ResNet; `tests/cuda.rs` checks CIFAR-sized models.
+    let uses = kiln_testsuite::graphs::ops_of(&module);
     for backend in exec_backends_of(&Registry::builtin()) {
         let b = &backend.name;
+        // What a backend declares unsupported is skipped and said, never passed.
+        if let Some((op, dtype)) = backend.unsupported_in(&uses) {
+            println!("{name}: SKIP on {b}: it declares {op} at {dtype} unsupported");
+            continue;
+        }
         let start = Instant::now();
         let compiled = kiln::build_on(
             &module,

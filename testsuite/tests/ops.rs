@@ -208,3 +208,42 @@ fn sigmoid_is_accurate_in_both_tails_on_every_backend() {
         }
     }
 }
+
+/// Integer `power` with negative exponents is the same on every backend: `(1 / a)^-e`
+/// with truncating division (1 and -1 keep their magnitude, other bases give 0), at the
+/// extremes of each signed width; zero to a negative power is a division by zero on
+/// every backend, as in the reference.
+#[test]
+fn integer_power_with_negative_exponents_agrees_on_every_backend() {
+    use kiln_ir::NDArray;
+    for dtype in [I8, I32, I64] {
+        let (lo, hi) = match dtype {
+            I8 => (i8::MIN as i64, i8::MAX as i64),
+            I32 => (i32::MIN as i64, i32::MAX as i64),
+            _ => (i64::MIN, i64::MAX),
+        };
+        let bases = [1, -1, 2, -2, 3, -3, hi, lo, 1, -1, 5, -1];
+        let exps = [-1, -1, -1, -2, -3, -4, -1, -2, lo, lo, lo, hi];
+        let n = bases.len();
+        let typed = |v: &[i64]| {
+            NDArray::new(
+                vec![n],
+                kiln_ir::tensor::Data::from_i64(dtype, v.iter().copied()),
+            )
+            .unwrap()
+        };
+        let t2 = [Arg::T(tt(&[n], dtype)), Arg::T(tt(&[n], dtype))];
+        let (m, params) = one_op(Binary::new(BinaryKind::Power), &t2).unwrap();
+        check_all(&m, &params, &[typed(&bases), typed(&exps)], EXACT)
+            .unwrap_or_else(|e| panic!("{dtype}: {e}"));
+        // Zero to a negative power fails on the reference and on every backend.
+        let (zeros, minus) = (typed(&[0; 12]), typed(&[-1; 12]));
+        for backend in &backends() {
+            let r = backend.run(&m, &params, &[zeros.clone(), minus.clone()]);
+            let e = r.err().unwrap_or_else(|| {
+                panic!("{}: {dtype} 0 to the power -1 gave a value", backend.name())
+            });
+            assert!(e.contains("division by zero"), "{}: {e}", backend.name());
+        }
+    }
+}

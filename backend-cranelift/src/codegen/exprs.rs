@@ -41,6 +41,10 @@ impl Cx<'_, '_> {
     // ---- expressions ----
 
     pub(super) fn expr(&mut self, e: &Expr) -> Result<(Value, DType)> {
+        deep(|| self.expr_on_stack(e))
+    }
+
+    fn expr_on_stack(&mut self, e: &Expr) -> Result<(Value, DType)> {
         Ok(match e {
             Expr::Int { value, dtype } => {
                 let d = *dtype;
@@ -108,11 +112,10 @@ impl Cx<'_, '_> {
             Expr::Select { cond, then, else_ } => self.select(cond, then, else_)?,
             Expr::Cast { to, value } => {
                 let (v, d) = self.expr(value)?;
-                (self.cast(v, d, *to), *to)
+                (self.cast(v, d, *to)?, *to)
             }
             Expr::Call { intrinsic, args } => self.call(*intrinsic, args)?,
-            Expr::Ramp { .. } => return Err(self.unsupported("vector expression `ramp`")),
-            Expr::Broadcast { .. } => return Err(self.unsupported("vector expression `broadcast`")),
+            Expr::Ramp { .. } | Expr::Broadcast { .. } => return Err(not_core("a vector value")),
         })
     }
 
@@ -410,18 +413,18 @@ impl Cx<'_, '_> {
         self.b.ins().band(nz, neg)
     }
 
-    pub(super) fn cast(&mut self, v: Value, from: DType, to: DType) -> Value {
+    pub(super) fn cast(&mut self, v: Value, from: DType, to: DType) -> Result<Value> {
         if from == to {
-            return v;
+            return Ok(v);
         }
         if to.is_bool() {
-            return if from.is_float() {
-                let z = self.fconst(0.0, from);
-                self.b.ins().fcmp(FloatCC::NotEqual, v, z)
-            } else {
-                self.b.ins().icmp_imm_s(IntCC::NotEqual, v, 0)
-            };
+            return Err(not_core("a cast to bool"));
         }
+        Ok(self.numeric_cast(v, from, to))
+    }
+
+    /// A cast between numeric dtypes (a bool source is an unsigned byte of 0 or 1).
+    fn numeric_cast(&mut self, v: Value, from: DType, to: DType) -> Value {
         if to.is_float() {
             let tt = cl_ty(to);
             if from.is_float() {
@@ -529,11 +532,7 @@ impl Cx<'_, '_> {
             Intrinsic::Erf => self.host1(Host::Erf, &[x]),
             Intrinsic::Pow => self.host1(Host::Pow, &[x, vs[1]]),
             Intrinsic::Sqrt => self.b.ins().sqrt(x),
-            Intrinsic::Rsqrt => {
-                let s = self.b.ins().sqrt(x);
-                let one = self.b.ins().f32const(1.0);
-                self.b.ins().fdiv(one, s)
-            }
+            Intrinsic::Rsqrt => return Err(not_core("`rsqrt`")),
             // The loop-IR interpreter's stable form: e = exp(-|x|), then
             // (x >= 0 ? 1 : e) / (1 + e).
             Intrinsic::Sigmoid => {

@@ -44,6 +44,10 @@ pub(super) fn unrolled_stores(s: &Stmt) -> Option<i64> {
 
 impl Cx<'_, '_> {
     pub(super) fn stmt(&mut self, s: &Stmt) -> Result<()> {
+        deep(|| self.stmt_on_stack(s))
+    }
+
+    fn stmt_on_stack(&mut self, s: &Stmt) -> Result<()> {
         match s {
             Stmt::Seq(v) => v.iter().try_for_each(|c| self.stmt(c)),
             Stmt::For {

@@ -64,6 +64,7 @@ use kiln_te::tir::{self, BinOp, BufferId, Expr, ForKind, Intrinsic, PrimFunc, Sc
 use crate::promote;
 use crate::runtime::{self, Host, HostTy, Math64, status};
 use crate::simd::{self, LANES};
+use kiln_te::tir::visit::deep;
 
 mod exprs;
 mod interchange;
@@ -103,6 +104,14 @@ fn internal(e: impl std::fmt::Display) -> Error {
     Error::Internal(format!("cranelift: {e}"))
 }
 
+/// The error for IR outside the core loop IR, which `tir::legalize` removed before
+/// code generation (so this is kiln's own bug).
+fn not_core(what: &str) -> Error {
+    internal(format_args!(
+        "{what} is not in the core loop IR (tir::legalize rewrites it)"
+    ))
+}
+
 /// The ISA of the host, with its native features (SSE4.1, AVX, FMA, ...).
 /// Address space reserved for one module's code and data (reserved, not committed: pages
 /// are committed as functions are defined).
@@ -134,10 +143,14 @@ pub(crate) struct Options {
 
 pub(crate) fn compile(kernels: &[PrimFunc], opts: Options) -> Result<Compiled> {
     let start = Instant::now();
+    let mut core = Vec::with_capacity(kernels.len());
     for k in kernels {
         // Soundness only: the loader checked the caller's limits on kernels from files.
         tir::verify_with(k, &tir::Limits::unlimited())?;
+        core.push(tir::legalize(k)?);
     }
+    // Code generation handles the core loop IR only (`tir::legalize`).
+    let kernels = &core[..];
     let mut jb = JITBuilder::with_isa(host_isa()?, default_libcall_names());
     // All of a module's code in one reserved range: calls between its functions (kernels,
     // outlined loop bodies) are 32-bit pc-relative, so two functions placed more than

@@ -7,7 +7,8 @@
 use serde_json::json;
 
 use super::scene::Scene;
-use super::svg::{KernelTimes, escape, human_us};
+use super::svg::{KernelTimes, escape};
+use crate::units::human_us;
 
 const SCRIPT: &str = r#"
 (function () {

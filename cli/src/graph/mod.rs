@@ -21,6 +21,7 @@ use kiln::layers::te::topi::kernels_of;
 
 use crate::compile::{self, DEFAULT_OPT_LEVEL, bind_inputs, parse_target};
 use crate::model::{self, Shapes};
+use crate::progress;
 
 use scene::{Scene, UnitKind, scene_of};
 
@@ -73,8 +74,7 @@ pub fn graph(args: &GraphArgs) -> Result<()> {
     let resolved = parse_target(&args.target)?;
     let opt_level = args.opt_level.unwrap_or(DEFAULT_OPT_LEVEL);
     let model = model::load(&args.model, &args.shapes)?;
-    let opt = kiln::optimize(&model.module, &model.params, opt_level)
-        .with_context(|| format!("cannot optimize {}", args.model))?;
+    let opt = model::optimize(&args.model, &model, opt_level)?;
     let scene = scene_of(&opt.module, &|name| opt.params.contains_key(name))?;
     let mut scene = scene;
     let times = if args.profile {
@@ -85,7 +85,7 @@ pub fn graph(args: &GraphArgs) -> Result<()> {
                 unit.note = Some(format!(
                     "{:.1}%, {}",
                     shares[index] * 100.0,
-                    svg::human_us(times.time_us[index])
+                    crate::units::human_us(times.time_us[index])
                 ));
             }
         }
@@ -103,11 +103,13 @@ pub fn graph(args: &GraphArgs) -> Result<()> {
                 Some(b) => b.schedule_kind(&resolved.target),
                 None => kiln::layers::te::topi::ScheduleKind::Cpu,
             };
-            let loops: Vec<String> = kernels_of(&opt.module, schedule)
-                .with_context(|| format!("cannot lower {}", args.model))?
-                .iter()
-                .map(|k| k.to_string())
-                .collect();
+            let loops: Vec<String> = progress::step(format!("lowering {}", args.model), || {
+                kernels_of(&opt.module, schedule)
+            })
+            .with_context(|| format!("cannot lower {}", args.model))?
+            .iter()
+            .map(|k| k.to_string())
+            .collect();
             let picture = svg::render(&scene, &layout, times.as_ref());
             let title = format!("{} at opt level {opt_level}", args.model);
             html::render(&title, &scene, &picture, &loops, times.as_ref())
@@ -146,7 +148,13 @@ fn profile(args: &GraphArgs, resolved: &kiln::Resolved, scene: &Scene) -> Result
     )?;
     let mut exec = DebugExecutor::new(&prepared.module)?;
     bind_inputs(&mut exec, &prepared.module, &[], 0)?;
-    let profile = exec.profile(args.number)?;
+    let profile = progress::step(
+        format!(
+            "timing every kernel on {target}, {} calls each",
+            args.number
+        ),
+        || exec.profile(args.number),
+    )?;
     let mut time_us = vec![0.0; scene.kernels().count()];
     for (index, unit) in scene.kernels() {
         let rows: Vec<_> = profile

@@ -207,17 +207,6 @@ fn rect(s: &mut String, r: Rect, class: &str, extra: &str) {
     );
 }
 
-/// A time in µs as `12.3 µs`, `4.56 ms` or `1.23 s`.
-pub fn human_us(us: f64) -> String {
-    if us >= 1e6 {
-        format!("{:.2} s", us / 1e6)
-    } else if us >= 1e3 {
-        format!("{:.2} ms", us / 1e3)
-    } else {
-        format!("{us:.1} µs")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,7 +216,5 @@ mod tests {
         assert_eq!(heat(0.0), "#ffffff");
         assert_eq!(heat(1.0), "#de2d26");
         assert_eq!(escape(r#"<a & "b">"#), "&lt;a &amp; &quot;b&quot;&gt;");
-        assert_eq!(human_us(12.34), "12.3 µs");
-        assert_eq!(human_us(4560.0), "4.56 ms");
     }
 }

@@ -59,6 +59,7 @@ pub trait CustomOpDef: Send + Sync + fmt::Debug {
 pub struct CustomOp(pub Arc<dyn CustomOpDef>);
 
 impl CustomOp {
+    /// A handle to `def`.
     pub fn new(def: impl CustomOpDef + 'static) -> CustomOp {
         CustomOp(Arc::new(def))
     }

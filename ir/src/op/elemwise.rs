@@ -121,46 +121,83 @@ macro_rules! elemwise_kinds {
 elemwise_kinds! {
     /// Which elementwise function a [`Unary`] applies.
     UnaryKind {
+        /// `max(x, 0)`.
         Relu => "nn.relu", transcendental: false;
+        /// `e^x`.
         Exp => "exp", transcendental: true;
+        /// The natural logarithm.
         Log => "log", transcendental: true;
+        /// The square root.
         Sqrt => "sqrt", transcendental: true;
+        /// `1 / sqrt(x)`.
         Rsqrt => "rsqrt", transcendental: true;
+        /// The hyperbolic tangent.
         Tanh => "tanh", transcendental: true;
+        /// The logistic function `1 / (1 + e^-x)`.
         Sigmoid => "sigmoid", transcendental: true;
+        /// The Gauss error function.
         Erf => "erf", transcendental: true;
+        /// `-x` (integers wrap).
         Negative => "negative", transcendental: false;
+        /// `|x|` (integers wrap: `abs(MIN) == MIN`).
         Abs => "abs", transcendental: false;
+        /// Rounding toward negative infinity.
         Floor => "floor", transcendental: false;
+        /// Rounding toward positive infinity.
         Ceil => "ceil", transcendental: false;
         /// To the nearest integer, ties to even (numpy's and ONNX's `round`).
         Round => "round", transcendental: false;
+        /// The sine (radians).
         Sin => "sin", transcendental: true;
+        /// The cosine (radians).
         Cos => "cos", transcendental: true;
+        /// The tangent (radians).
         Tan => "tan", transcendental: true;
+        /// The arcsine, in `[-pi/2, pi/2]` (NaN outside `[-1, 1]`).
         Asin => "asin", transcendental: true;
+        /// The arccosine, in `[0, pi]` (NaN outside `[-1, 1]`).
         Acos => "acos", transcendental: true;
+        /// The arctangent, in `(-pi/2, pi/2)`.
         Atan => "atan", transcendental: true;
+        /// The hyperbolic sine.
         Sinh => "sinh", transcendental: true;
+        /// The hyperbolic cosine.
         Cosh => "cosh", transcendental: true;
+        /// The inverse hyperbolic sine.
         Asinh => "asinh", transcendental: true;
+        /// The inverse hyperbolic cosine (NaN below 1).
         Acosh => "acosh", transcendental: true;
+        /// The inverse hyperbolic tangent (NaN outside `[-1, 1]`).
         Atanh => "atanh", transcendental: true;
     }
     /// Which function a [`Binary`] applies.
     BinaryKind {
+        /// `a + b` (integers wrap).
         Add => "add";
+        /// `a - b` (integers wrap).
         Subtract => "subtract";
+        /// `a * b` (integers wrap).
         Multiply => "multiply";
+        /// `a / b`; integer division truncates toward zero and division by zero is an
+        /// error.
         Divide => "divide";
+        /// `a^b`; for integers, wrapping, and a negative exponent is an error.
         Power => "power";
+        /// The larger (IEEE 754-2019 `maximum` on floats: NaN propagates, `-0 < +0`).
         Maximum => "maximum";
+        /// The smaller (IEEE 754-2019 `minimum` on floats: NaN propagates, `-0 < +0`).
         Minimum => "minimum";
+        /// `a == b`, as `bool`.
         Equal => "equal";
+        /// `a != b`, as `bool`.
         NotEqual => "not_equal";
+        /// `a < b`, as `bool`.
         Less => "less";
+        /// `a <= b`, as `bool`.
         LessEqual => "less_equal";
+        /// `a > b`, as `bool`.
         Greater => "greater";
+        /// `a >= b`, as `bool`.
         GreaterEqual => "greater_equal";
         /// Remainder of division rounding toward negative infinity: the sign of the
         /// divisor (Python's `%`, ONNX `Mod` with `fmod=0`).
@@ -175,25 +212,30 @@ elemwise_kinds! {
 /// A one-argument elementwise op.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Unary {
+    /// The function applied to each element.
     pub kind: UnaryKind,
 }
 
 /// A two-argument broadcasting op; comparisons return `bool`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Binary {
+    /// The function applied to each pair of (broadcast) elements.
     pub kind: BinaryKind,
 }
 
 /// `clip(data, a_min=, a_max=)`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Clip {
+    /// The lower bound, in the data's units.
     pub a_min: F64,
+    /// The upper bound (not below `a_min`).
     pub a_max: F64,
 }
 
 /// `cast(data, dtype=)`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Cast {
+    /// The dtype converted to (float to int truncates toward zero and saturates).
     pub dtype: DType,
 }
 
@@ -664,7 +706,16 @@ impl BinaryKind {
             }
             BinaryKind::Power => {
                 if b < 0 {
-                    return Err(format!("integer {a} to the negative power {b}"));
+                    // `(1 / a)^-b` with truncating division, as for `Divide`: 1 and -1
+                    // keep their magnitude, every other base gives 0 (what ONNX Runtime
+                    // gives), and zero is a division by zero.
+                    if a == 0 {
+                        return Err(format!(
+                            "integer division by zero (0 to the negative power {b})"
+                        ));
+                    }
+                    let r = 1 / a;
+                    return Ok(if b & 1 == 1 { r } else { r * r });
                 }
                 // Square and multiply, wrapping.
                 let (mut base, mut exp, mut acc) = (a, b as u64, 1i64);
@@ -1661,7 +1712,7 @@ mod tests {
                 .contains("divide: integer division by zero (2 / 0)"),
             "{e}"
         );
-        // Power: exact, wrapping; negative exponents are an error.
+        // Power: exact, wrapping.
         let p = bin(
             BinaryKind::Power,
             i32s(&[4], &[2, 3, -2, 5]),
@@ -1671,11 +1722,20 @@ mod tests {
         assert_eq!(p.to_vec::<i32>().unwrap(), vec![1024, 1, -8, 5]);
         let p = bin(BinaryKind::Power, i32s(&[1], &[2]), i32s(&[1], &[31])).unwrap();
         assert_eq!(p.to_vec::<i32>().unwrap(), vec![i32::MIN]);
-        let e = bin(BinaryKind::Power, i32s(&[1], &[2]), i32s(&[1], &[-1])).unwrap_err();
+        // Negative exponents: `(1 / a)^-b`, truncating (ONNX Runtime's results); zero
+        // to a negative power is a division by zero.
+        let p = bin(
+            BinaryKind::Power,
+            i32s(&[6], &[2, -3, 1, -1, -1, i32::MIN]),
+            i32s(&[6], &[-1, -2, i32::MIN, -3, i32::MIN, -1]),
+        )
+        .unwrap();
+        assert_eq!(p.to_vec::<i32>().unwrap(), vec![0, 0, 1, -1, 1, 0]);
+        let e = bin(BinaryKind::Power, i32s(&[1], &[0]), i32s(&[1], &[-1])).unwrap_err();
         assert!(
             matches!(e, Error::Eval(_))
                 && e.to_string()
-                    .contains("power: integer 2 to the negative power -1"),
+                    .contains("power: integer division by zero (0 to the negative power -1)"),
             "{e}"
         );
         // Wrapping at the width.

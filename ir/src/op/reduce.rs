@@ -22,9 +22,13 @@ pub const NAMES: &[&str] = &["sum", "mean", "max", "min", "prod"];
 /// Which reduction a [`Reduce`] computes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ReduceKind {
+    /// The sum; an empty reduction gives 0.
     Sum,
+    /// The sum divided by the number of elements reduced.
     Mean,
+    /// The largest element (IEEE 754-2019 `maximum`: NaN propagates).
     Max,
+    /// The smallest element (IEEE 754-2019 `minimum`: NaN propagates).
     Min,
     /// The product; an empty reduction gives 1.
     Prod,
@@ -34,9 +38,13 @@ pub enum ReduceKind {
 /// *not* listed.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Reduce {
+    /// What the reduction computes.
     pub kind: ReduceKind,
+    /// The axes (negative counts from the end); `None` is every axis.
     pub axis: Option<Vec<i64>>,
+    /// Keep reduced axes as size 1 instead of dropping them.
     pub keepdims: bool,
+    /// Reduce over the axes *not* in `axis`.
     pub exclude: bool,
 }
 

@@ -33,31 +33,37 @@ pub const NAMES: &[&str] = &[
 /// is inferred from the rest (Relay's rules; `-2`, `-3`, `-4` are unsupported).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Reshape {
+    /// The target shape, with `0` and `-1` as described above.
     pub newshape: Vec<i64>,
 }
 
 /// `transpose(data, axes=)`; no axes reverses them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Transpose {
+    /// Output axis `i` is input axis `axes[i]` (negative counts from the end).
     pub axes: Option<Vec<i64>>,
 }
 
 /// `squeeze(data, axis=)`; no axis removes every dimension of size 1.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Squeeze {
+    /// The axes removed, each of size 1 (negative counts from the end).
     pub axis: Option<Vec<i64>>,
 }
 
 /// `expand_dims(data, axis=, num_newaxis=)`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ExpandDims {
+    /// Where the new axes go (negative counts from the end of the output).
     pub axis: i64,
+    /// How many axes of size 1 are inserted.
     pub num_newaxis: usize,
 }
 
 /// `concatenate(tuple, axis=)`: takes one tuple argument, as in Relay.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Concatenate {
+    /// The axis joined along (negative counts from the end).
     pub axis: i64,
 }
 
@@ -73,7 +79,9 @@ pub enum SplitSpec {
 /// `split(data, indices_or_sections=, axis=)`: returns a tuple.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Split {
+    /// Where the axis is cut.
     pub indices_or_sections: SplitSpec,
+    /// The axis cut (negative counts from the end).
     pub axis: i64,
 }
 
@@ -81,9 +89,13 @@ pub struct Split {
 /// out-of-range and negative indices.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StridedSlice {
+    /// The first index per sliced axis (inclusive).
     pub begin: Vec<i64>,
+    /// The end index per sliced axis (exclusive).
     pub end: Vec<i64>,
+    /// The step per sliced axis (negative walks backwards); `None` is all 1.
     pub strides: Option<Vec<i64>>,
+    /// The axes `begin`/`end`/`strides` apply to; `None` is the leading axes in order.
     pub axes: Option<Vec<i64>>,
 }
 
@@ -99,7 +111,9 @@ pub enum TakeMode {
 /// `take(data, indices, axis=, mode=)`; no axis takes from the flattened data.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Take {
+    /// The axis indexed (negative counts from the end).
     pub axis: Option<i64>,
+    /// What happens to indices out of range.
     pub mode: TakeMode,
 }
 

@@ -29,6 +29,22 @@ pub fn memory_limit() -> usize {
     })
 }
 
+/// An error naming the variable when `KILN_MEMORY_LIMIT` is set but is not a byte count
+/// ([`memory_limit`] then uses the system's budget, so a front end should call this
+/// first and stop on the error).
+pub fn check_memory_limit_env() -> Result<()> {
+    match std::env::var("KILN_MEMORY_LIMIT") {
+        Ok(v) if parse_size(&v).is_none() => Err(Error::InvalidArgument(format!(
+            "KILN_MEMORY_LIMIT=`{v}` is not a byte count (a number of bytes, or with a K, M, \
+             G or T suffix: 512M, 8G)"
+        ))),
+        Err(std::env::VarError::NotUnicode(_)) => Err(Error::InvalidArgument(
+            "KILN_MEMORY_LIMIT is not valid UTF-8".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// `"123"`, `"64K"`, `"512M"`, `"8G"`, `"1T"` (powers of 1024) as bytes.
 pub fn parse_size(text: &str) -> Option<usize> {
     let t = text.trim();

@@ -10,11 +10,15 @@ use super::NDArray;
 pub struct Mismatch {
     /// Elements outside the tolerance (0 when shapes or dtypes differ).
     pub bad_count: usize,
+    /// Elements compared.
     pub total: usize,
     /// Multi-index of the worst element.
     pub worst_index: Vec<usize>,
+    /// The worst element's value in the tensor checked.
     pub actual: f64,
+    /// The worst element's value in the reference.
     pub expected: f64,
+    /// The whole finding in one line, as `Display` prints it.
     pub message: String,
 }
 

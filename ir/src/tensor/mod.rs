@@ -19,25 +19,41 @@ use crate::ty::{TensorType, fmt_shape};
 /// The typed element storage of an [`NDArray`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum Data {
+    /// `float32` elements.
     F32(Vec<f32>),
+    /// `float16` elements.
     F16(Vec<f16>),
+    /// `int8` elements.
     I8(Vec<i8>),
+    /// `uint8` elements.
     U8(Vec<u8>),
+    /// `int32` elements.
     I32(Vec<i32>),
+    /// `int64` elements.
     I64(Vec<i64>),
+    /// `bool` elements.
     Bool(Vec<bool>),
+    /// `float64` elements.
     F64(Vec<f64>),
+    /// `bfloat16` elements.
     BF16(Vec<bf16>),
+    /// `int16` elements.
     I16(Vec<i16>),
+    /// `uint16` elements.
     U16(Vec<u16>),
+    /// `uint32` elements.
     U32(Vec<u32>),
+    /// `uint64` elements.
     U64(Vec<u64>),
 }
 
 /// A Rust element type that an [`NDArray`] can hold.
 pub trait Element: Copy + Send + Sync + 'static {
+    /// The dtype of this element type.
     const DTYPE: DType;
+    /// `v` as storage.
     fn wrap(v: Vec<Self>) -> Data;
+    /// The elements of `d`, if `d` holds this type.
     fn slice(d: &Data) -> Option<&[Self]>;
 }
 
@@ -154,6 +170,7 @@ macro_rules! with_data {
 }
 
 impl Data {
+    /// The dtype of the elements held.
     pub fn dtype(&self) -> DType {
         match self {
             Data::F32(_) => DType::F32,
@@ -172,10 +189,12 @@ impl Data {
         }
     }
 
+    /// Number of elements.
     pub fn len(&self) -> usize {
         with_data!(self, v => v.len())
     }
 
+    /// Whether there are no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -359,18 +378,22 @@ impl NDArray {
         NDArray { shape, data }
     }
 
+    /// The dimensions, outermost first (row-major).
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
 
+    /// The element type.
     pub fn dtype(&self) -> DType {
         self.data.dtype()
     }
 
+    /// The elements, row-major.
     pub fn data(&self) -> &Data {
         &self.data
     }
 
+    /// The elements, row-major, without the shape.
     pub fn into_data(self) -> Data {
         self.data
     }
@@ -380,6 +403,7 @@ impl NDArray {
         self.data.len()
     }
 
+    /// Number of dimensions (0 for a scalar).
     pub fn rank(&self) -> usize {
         self.shape.len()
     }

@@ -23,6 +23,8 @@ pub type EGraph = egg::EGraph<Node, TypeAnalysis>;
 /// What is known of every e-class.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClassData {
+    /// The type every node of the class has (a merge of two types is an invariant
+    /// violation, recorded in [`TypeAnalysis::errors`]).
     pub ty: Type,
     /// A compile-time constant: folding it costs nothing at run time.
     pub constant: bool,
@@ -33,7 +35,9 @@ pub struct ClassData {
 /// A variable leaf: the module's variable node and its type.
 #[derive(Clone, Debug)]
 pub struct VarEntry {
+    /// The variable's node in the module the e-graph was made from.
     pub expr: ExprId,
+    /// Its type.
     pub ty: Type,
 }
 
@@ -41,7 +45,9 @@ pub struct VarEntry {
 /// and its value.
 #[derive(Clone, Debug)]
 pub struct ConstEntry {
+    /// The constant's node in the module, or `None` when a rule made it.
     pub expr: Option<ExprId>,
+    /// Its value.
     pub value: Arc<NDArray>,
     /// The value of every element, if all are equal.
     pub splat: Option<f64>,
@@ -50,7 +56,9 @@ pub struct ConstEntry {
 /// The analysis and the leaf side tables.
 #[derive(Debug, Default)]
 pub struct TypeAnalysis {
+    /// The variable leaves; [`Node::Var`]`(i)` is entry `i`.
     pub vars: Vec<VarEntry>,
+    /// The constant leaves; [`Node::Const`]`(i)` is entry `i`.
     pub consts: Vec<ConstEntry>,
     /// Rule-made constants by (dtype, shape, bytes), so a rule that adds the same
     /// literal twice gets the same leaf and saturation can end.

@@ -22,6 +22,7 @@ use super::rule::{Rule, apply_at};
 /// What a successful check saw.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RuleCheck {
+    /// Cases run.
     pub cases: usize,
     /// Cases where the rule added at least one equation.
     pub fired: usize,
@@ -32,23 +33,36 @@ pub struct RuleCheck {
 /// Why a rule failed its check.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
+    /// Some program the rule made possible computes other values than the original.
     #[error("rule `{rule}` is unsound on case {case}: the term `{term}` gives {detail}\n{witness}")]
     Unsound {
+        /// The rule's name.
         rule: String,
+        /// The case's index among those given, from 0.
         case: usize,
         /// The term whose choice changes the output: the chosen node over its
         /// arguments, in the text form (`multiply(%x0, %x1)`).
         term: String,
+        /// Which output differs, where, and by how much against the tolerance.
         detail: String,
         /// The inputs (`name: type = first values`) and the whole program with that
         /// term chosen.
         witness: String,
     },
+    /// The rule added no equation on any case, so the check proved nothing.
     #[error("rule `{rule}` never fired on the {cases} case(s) given")]
-    NeverFired { rule: String, cases: usize },
+    NeverFired {
+        /// The rule's name.
+        rule: String,
+        /// How many cases were tried.
+        cases: usize,
+    },
+    /// A case could not be run (it does not type-check, or the interpreter refused it).
     #[error("case {case}: {source}")]
     Case {
+        /// The case's index among those given, from 0.
         case: usize,
+        /// What went wrong.
         #[source]
         source: crate::Error,
     },

@@ -14,6 +14,7 @@ use crate::error::Result;
 
 /// The run-time cost of op calls.
 pub trait CostModel: Send + Sync {
+    /// A short name for reports (`flops+bytes`).
     fn name(&self) -> &str;
     /// The cost of one call of `op` on arguments of types `args`, returning `out`.
     fn op_cost(&self, op: &Op, args: &[Type], out: &Type) -> f64;
@@ -26,8 +27,11 @@ pub trait CostModel: Send + Sync {
 /// on [`kiln_ir::op::CustomOpDef`].
 #[derive(Clone, Debug)]
 pub struct FlopsBytes {
+    /// Cost of one floating-point operation.
     pub flop: f64,
+    /// Cost of one byte read or written.
     pub byte: f64,
+    /// Fixed cost of one kernel launch (paid by every call, views included).
     pub kernel: f64,
 }
 

@@ -27,10 +27,15 @@ pub enum Node {
 /// A node without its children: what two nodes must share to match.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Discriminant {
+    /// Variable number `i`.
     Var(usize),
+    /// Constant number `i`.
     Const(usize),
+    /// A call of this op (attributes included) with this many arguments.
     Call(Op, usize),
+    /// A tuple with this many fields.
     Tuple(usize),
+    /// Field `i` of a tuple.
     Get(usize),
 }
 

@@ -73,12 +73,20 @@ impl EqSatConfig {
 pub struct SaturationStats {
     /// `saturated`, `iteration limit`, `node limit`, `time limit`.
     pub stop: String,
+    /// Rounds of rule application run.
     pub iterations: usize,
+    /// E-nodes in the e-graph at the end.
     pub nodes: usize,
+    /// E-classes in the e-graph at the end.
     pub classes: usize,
+    /// Wall time of saturation, in milliseconds.
     pub saturate_ms: f64,
+    /// Wall time of extraction, in milliseconds.
     pub extract_ms: f64,
+    /// The function's cost under the pass's [`CostModel`] before saturation.
     pub cost_before: f64,
+    /// Its cost after: the extracted program's when it replaced the input (strictly
+    /// lower), else `cost_before`.
     pub cost_after: f64,
     /// Rewrites refused as ill-typed.
     pub rejected: usize,
@@ -91,8 +99,11 @@ pub struct SaturationStats {
 /// The equality-saturation pass (opt level 3; runs before fusion, on every global
 /// function made of op calls — fused groups are left alone).
 pub struct EqSat {
+    /// The bounds on each run (nodes, iterations, time).
     pub config: EqSatConfig,
+    /// The rules applied, built-in and user ones.
     pub rules: Vec<Arc<dyn Rule>>,
+    /// What extraction minimizes and what decides whether the result replaces the input.
     pub cost: Arc<dyn CostModel>,
 }
 

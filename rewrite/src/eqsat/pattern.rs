@@ -51,10 +51,12 @@ pub enum Pat {
 }
 
 impl Pat {
+    /// The pattern variable `name` (`?x` in the rule table).
     pub fn var(name: &'static str) -> Pat {
         Pat::Var(name)
     }
 
+    /// A call of `op` on `args`.
     pub fn call(op: impl Into<Op>, args: Vec<Pat>) -> Pat {
         Pat::Call(op.into(), args)
     }
@@ -169,6 +171,7 @@ impl fmt::Display for Pat {
 pub struct Bindings(Vec<(&'static str, Id)>);
 
 impl Bindings {
+    /// The class bound to variable `v`, if the match bound it.
     pub fn get(&self, v: &str) -> Option<Id> {
         self.0.iter().find(|(n, _)| *n == v).map(|(_, id)| *id)
     }
@@ -248,10 +251,15 @@ fn list(conds: &[Cond], sep: &str) -> String {
 /// variable the right-hand side and the conditions use.
 #[derive(Clone, Debug)]
 pub struct PatternRule {
+    /// Unique name, as in `RULES.md`.
     pub name: &'static str,
+    /// The family (`algebraic`, `layout`, `fold`, `merge`).
     pub family: &'static str,
+    /// The left-hand sides; a class matching any of them gets the right-hand side.
     pub lhs: Vec<Pat>,
+    /// The term added to the matched class.
     pub rhs: Pat,
+    /// What must hold of the bindings besides the match (all of them).
     pub conds: Vec<Cond>,
 }
 

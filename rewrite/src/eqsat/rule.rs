@@ -24,8 +24,11 @@ pub enum Term {
     Class(Id),
     /// A constant created by the rule (interned: the same value is the same leaf).
     Const(Arc<NDArray>),
+    /// `op(args...)`, each argument a term.
     Call(Op, Vec<Term>),
+    /// `(fields...)`.
     Tuple(Vec<Term>),
+    /// Field `index` of a tuple term.
     Get(usize, Box<Term>),
 }
 
@@ -106,6 +109,8 @@ pub trait Rule: Send + Sync {
     fn name(&self) -> &str;
     /// The family (the file it lives in: `algebraic`, `layout`, `fold`, `merge`).
     fn family(&self) -> &str;
+    /// The terms equal to `class`, each to be added to it (empty when the rule does not
+    /// match there). The runner type-checks each and refuses an ill-typed one.
     fn rewrites(&self, g: &EGraph, class: Id) -> Vec<Term>;
     /// The ops the left-hand side starts with; default any class.
     fn roots(&self) -> Roots {
@@ -131,8 +136,11 @@ pub trait Rule: Send + Sync {
 /// ([`super::pattern::PatternRule`]); the built-in imperative rules wrap one in an
 /// [`Imperative`] to say where they match and how the table states them.
 pub struct FnRule {
+    /// Unique name.
     pub name: &'static str,
+    /// The family it belongs to (a user rule may name its own).
     pub family: &'static str,
+    /// [`Rule::rewrites`]: the terms equal to the class.
     pub apply: fn(&EGraph, Id) -> Vec<Term>,
 }
 
@@ -166,10 +174,15 @@ impl Rule for FnRule {
 /// An imperative rule with its documentation: where it matches, its law and conditions
 /// for the rule table, and the one-line reason it is not a pattern.
 pub struct Imperative {
+    /// The rule itself.
     pub rule: FnRule,
+    /// Where it can match.
     pub roots: Roots,
+    /// The law, for the rule table.
     pub law: &'static str,
+    /// The conditions beyond type-correctness, for the rule table.
     pub conditions: &'static str,
+    /// Why it is not a [`PatternRule`], in one line.
     pub why: &'static str,
 }
 
@@ -434,6 +447,7 @@ pub fn tensor(g: &EGraph, class: Id) -> Option<&TensorType> {
     g[class].data.ty.as_tensor()
 }
 
+/// Whether `class` is a compile-time constant (a constant, or computed from constants).
 pub fn is_const(g: &EGraph, class: Id) -> bool {
     g[class].data.constant
 }

@@ -1,4 +1,4 @@
-//! The classical graph passes (Relay's names and opt levels, TVM_REFERENCE.md §5), one file
+//! The classical graph passes (Relay's names and opt levels), one file
 //! each: [`InferType`], [`SimplifyInference`], [`DeadCodeElimination`], [`FoldConstant`],
 //! [`EliminateCommonSubexpr`], [`FoldScaleAxis`], plus [`bind_params`] (Relay's
 //! `bind_params_by_name`, which turns weights into constants so the folds can see them)

@@ -1,6 +1,6 @@
 //! The default GPU schedule, in two forms:
 //!
-//! - **Shared-memory tiling** ([`gpu_tiled`](super::gpu_tiled)) for an output anchored
+//! - **Shared-memory tiling** ([`gpu_tiled`]) for an output anchored
 //!   by dense, batch-matmul or conv2d: 2-D (3-D for conv2d: channels × rows × columns)
 //!   thread blocks over output tiles, the anchor accumulated per thread in a local
 //!   register, its reduction split into chunks whose input tiles are loaded

@@ -44,7 +44,8 @@ use std::collections::{HashMap, HashSet};
 
 use crate::error::{Error, Result};
 use crate::te::{Expr, IterVar, OpId, Schedule, Tensor};
-use crate::tir::{BinOp, ForKind, Scope, ThreadAxis};
+use crate::tir::affine::Affine;
+use crate::tir::{ForKind, Scope, ThreadAxis};
 use crate::topi::Tag;
 
 use super::{compute_at, data_leaves, fuse_all, reduce_leaves, reorder, set_kind, split};
@@ -168,14 +169,15 @@ pub fn plan(
         let mut elems = 1usize;
         let mut ok = true;
         for (ix, &n) in indices.iter().zip(t.shape()) {
-            let Some((coefs, _)) = affine(ix) else {
+            let Some(form) = affine(ix) else {
                 ok = false;
                 break;
             };
             let mut w = 1usize;
-            for (v, c) in coefs {
-                let e = span.get(&v).copied().unwrap_or(1);
-                w = w.saturating_add(c.unsigned_abs() as usize * (e - 1));
+            for (v, c) in form.terms() {
+                let e = span.get(v).copied().unwrap_or(1);
+                let c = usize::try_from(c.unsigned_abs()).unwrap_or(usize::MAX);
+                w = w.saturating_add(c.saturating_mul(e - 1));
             }
             elems = elems.saturating_mul(w.min(n));
         }
@@ -202,34 +204,12 @@ pub fn plan(
     })
 }
 
-/// `sum(coef * axis) + k`: the coefficients per axis and the constant.
-type Linear = (HashMap<IterVar, i64>, i64);
-
-/// The [`Linear`] form of an index expression, if it is affine in the axes.
-fn affine(e: &Expr) -> Option<Linear> {
-    match e {
-        Expr::Int { value, .. } => Some((HashMap::new(), *value)),
-        Expr::Var(v) => Some((HashMap::from([(*v, 1)]), 0)),
-        Expr::Binary { op, lhs, rhs } => {
-            let (a, b) = (affine(lhs)?, affine(rhs)?);
-            let scale =
-                |(m, k): Linear, c: i64| (m.into_iter().map(|(v, x)| (v, x * c)).collect(), k * c);
-            let sum = |(mut m, k): Linear, (n, j): Linear, sign: i64| {
-                for (v, x) in n {
-                    *m.entry(v).or_insert(0) += x * sign;
-                }
-                (m, k + j * sign)
-            };
-            match op {
-                BinOp::Add => Some(sum(a, b, 1)),
-                BinOp::Sub => Some(sum(a, b, -1)),
-                BinOp::Mul if b.0.is_empty() => Some(scale(a, b.1)),
-                BinOp::Mul if a.0.is_empty() => Some(scale(b, a.1)),
-                _ => None,
-            }
-        }
+/// The affine form of an index expression over the axes, if it is affine in them.
+fn affine(e: &Expr) -> Option<Affine<IterVar>> {
+    Affine::of(e, &mut |x| match x {
+        Expr::Var(v) => Some(*v),
         _ => None,
-    }
+    })
 }
 
 /// The block and thread axes of `k` tiled dimensions, outermost first.

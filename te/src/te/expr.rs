@@ -83,19 +83,37 @@ impl ReduceKind {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
     /// An integer immediate.
-    Int { value: i64, dtype: DType },
+    Int {
+        /// The value; it fits `dtype`.
+        value: i64,
+        /// An integer dtype.
+        dtype: DType,
+    },
     /// A float immediate.
-    Float { value: f64, dtype: DType },
+    Float {
+        /// The value, rounded to `dtype` when evaluated.
+        value: f64,
+        /// A float dtype.
+        dtype: DType,
+    },
     /// A bool immediate.
     Bool(bool),
     /// An index variable (int32).
     Var(IterVar),
     /// An element of a tensor, one index per dimension.
-    Read { tensor: Tensor, indices: Vec<Expr> },
+    Read {
+        /// The tensor read.
+        tensor: Tensor,
+        /// One int32 index per dimension of `tensor`.
+        indices: Vec<Expr>,
+    },
     /// A binary operation (see [`BinOp`]).
     Binary {
+        /// The operator.
         op: BinOp,
+        /// The left operand.
         lhs: Box<Expr>,
+        /// The right operand, of the same dtype as `lhs`.
         rhs: Box<Expr>,
     },
     /// Logical negation.
@@ -103,21 +121,34 @@ pub enum Expr {
     /// `cond ? then : else_` (only the chosen side is read, so a padded read may sit in
     /// one branch).
     Select {
+        /// The bool condition.
         cond: Box<Expr>,
+        /// The value where `cond` holds.
         then: Box<Expr>,
+        /// The value elsewhere, of the same dtype as `then`.
         else_: Box<Expr>,
     },
     /// Conversion to another dtype.
-    Cast { to: DType, value: Box<Expr> },
+    Cast {
+        /// The dtype converted to.
+        to: DType,
+        /// The value converted.
+        value: Box<Expr>,
+    },
     /// A math intrinsic.
     Call {
+        /// The function.
         intrinsic: Intrinsic,
+        /// Its operands, as many as [`Intrinsic::arity`].
         args: Vec<Expr>,
     },
     /// A reduction of `value` over `axes`; only allowed as the whole body of a compute.
     Reduce {
+        /// How values combine (sum, max, min, prod).
         kind: ReduceKind,
+        /// The value reduced, read at each point of `axes`.
         value: Box<Expr>,
+        /// The reduction axes (of kind `Reduce`), outermost first.
         axes: Vec<IterVar>,
     },
 }

@@ -25,12 +25,14 @@
 //!   thread variable (guarded when its extent is smaller), so cooperative loads of a
 //!   shared cache are spread over the block's threads.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use kiln_ir::DType;
 
 use crate::error::{Error, Result};
+use crate::tir::affine::Affine;
 use crate::tir::semantics::Interval;
+use crate::tir::visit::{Mutator, Substitute, walk_expr_mut};
 use crate::tir::{
     self, BinOp, Buffer, BufferId, ForKind, PrimFunc, Scope, Stmt, ThreadAxis, ValueType, VarId,
 };
@@ -240,45 +242,72 @@ fn guarded(conds: Vec<tir::Expr>, s: Stmt) -> Stmt {
     }
 }
 
-/// `sum(coef * term) + k` of an integer expression, split into the terms over `inner`
-/// variables (affine) and the rest (any expression free of `inner` variables).
-#[derive(Clone, Debug, PartialEq)]
-struct Affine {
-    inner: BTreeMap<VarId, i64>,
-    outer: Vec<(tir::Expr, i64)>,
-    k: i64,
+/// An atom of a read index's affine form in bound inference: a loop variable inside the
+/// compute_at point, or an outer sub-term (free of those variables), numbered in the
+/// order [`IndexForms`] first met it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Term {
+    Inner(VarId),
+    Outer(usize),
 }
 
-impl Affine {
-    fn constant(k: i64) -> Affine {
-        Affine {
-            inner: BTreeMap::new(),
+/// Reads read indices as affine forms over [`Term`]s; the outer sub-terms it met, so
+/// equal sub-terms of different indices are one atom.
+struct IndexForms {
+    inner: HashSet<VarId>,
+    outer: Vec<tir::Expr>,
+}
+
+impl IndexForms {
+    fn new(inner: HashSet<VarId>) -> IndexForms {
+        IndexForms {
+            inner,
             outer: vec![],
-            k,
         }
     }
-    fn add_scaled(mut self, o: Affine, s: i64) -> Affine {
-        for (v, c) in o.inner {
-            let e = self.inner.entry(v).or_insert(0);
-            *e += c * s;
-            if *e == 0 {
-                self.inner.remove(&v);
+
+    /// The form of `e`, if it is affine in the inner variables with coefficients that
+    /// fit `i64`.
+    fn form(&mut self, e: &tir::Expr) -> Option<Affine<Term>> {
+        let mut atom = |x: &tir::Expr| {
+            if !mentions(x, &self.inner) {
+                let i = match self.outer.iter().position(|o| o == x) {
+                    Some(i) => i,
+                    None => {
+                        self.outer.push(x.clone());
+                        self.outer.len() - 1
+                    }
+                };
+                return Some(Term::Outer(i));
             }
-        }
-        for (t, c) in o.outer {
-            match self.outer.iter_mut().find(|(x, _)| *x == t) {
-                Some(x) => x.1 += c * s,
-                None => self.outer.push((t, c * s)),
+            match x {
+                tir::Expr::Var(v) => Some(Term::Inner(*v)),
+                _ => None,
             }
-        }
-        self.outer.retain(|(_, c)| *c != 0);
-        self.k += o.k * s;
-        self
+        };
+        let f = Affine::of(e, &mut atom)?;
+        let fits = |c: i128| i64::try_from(c).is_ok();
+        (fits(f.k()) && f.terms().iter().all(|&(_, c)| fits(c))).then_some(f)
     }
-    fn outer_expr(&self, k: i64) -> tir::Expr {
+
+    /// `outer part of form + k` as an expression.
+    fn outer_expr(&self, form: &Affine<Term>, k: i64) -> tir::Expr {
         let mut e = int(0);
-        for (t, c) in &self.outer {
-            e = add(e, mul(t.clone(), *c));
+        for &(t, c) in form.terms() {
+            if let Term::Outer(i) = t {
+                e = add(e, mul(self.outer[i].clone(), c as i64));
+            }
+        }
+        add(e, int(k))
+    }
+
+    /// `inner part of form + k` as an expression.
+    fn inner_expr(form: &Affine<Term>, k: i64) -> tir::Expr {
+        let mut e = int(0);
+        for &(t, c) in form.terms() {
+            if let Term::Inner(v) = t {
+                e = add(e, mul(tir::Expr::Var(v), c as i64));
+            }
         }
         add(e, int(k))
     }
@@ -292,44 +321,6 @@ fn mentions(e: &tir::Expr, vars: &HashSet<VarId>) -> bool {
         }
     });
     found
-}
-
-fn affine(e: &tir::Expr, inner: &HashSet<VarId>) -> Option<Affine> {
-    if !mentions(e, inner) {
-        return Some(match e.as_int() {
-            Some(k) => Affine::constant(k),
-            None => Affine {
-                inner: BTreeMap::new(),
-                outer: vec![(e.clone(), 1)],
-                k: 0,
-            },
-        });
-    }
-    match e {
-        tir::Expr::Var(v) => Some(Affine {
-            inner: BTreeMap::from([(*v, 1)]),
-            outer: vec![],
-            k: 0,
-        }),
-        tir::Expr::Binary { op, lhs, rhs } => {
-            let (a, b) = (affine(lhs, inner)?, affine(rhs, inner)?);
-            match op {
-                BinOp::Add => Some(a.add_scaled(b, 1)),
-                BinOp::Sub => Some(a.add_scaled(b, -1)),
-                BinOp::Mul => {
-                    if b.inner.is_empty() && b.outer.is_empty() {
-                        Some(Affine::constant(0).add_scaled(a, b.k))
-                    } else if a.inner.is_empty() && a.outer.is_empty() {
-                        Some(Affine::constant(0).add_scaled(b, a.k))
-                    } else {
-                        None
-                    }
-                }
-                _ => None,
-            }
-        }
-        _ => None,
-    }
 }
 
 fn reduce_init(kind: ReduceKind, dtype: DType) -> tir::Expr {
@@ -731,10 +722,10 @@ impl<'a> Lowerer<'a> {
                     accesses.push(indices.clone());
                 }
             });
-            let (region, rewrite) = infer_region(&cop.shape, &accesses, &inner);
+            let mut forms = IndexForms::new(inner.keys().copied().collect());
+            let (region, rewrite) = infer_region(&cop.shape, &accesses, &inner, &mut forms);
             self.func.buffers[cbuf.index()].shape = region.extents.clone();
-            let inner_set: HashSet<VarId> = inner.keys().copied().collect();
-            value = rewrite_loads(&value, cbuf, &rewrite, &inner_set);
+            value = rewrite_loads(&value, cbuf, &rewrite, &mut forms);
             regions.insert(c, region);
         }
         // The innermost statement.
@@ -999,14 +990,15 @@ impl Graph {
 enum DimRewrite {
     Whole,
     Shift {
-        outer: Vec<(tir::Expr, i64)>,
+        /// The outer terms (constant 0).
+        outer: Affine<Term>,
         lo: i64,
     },
 }
 
 /// An outer part (terms fixed at the compute_at loop) and the span `[lo, hi]` of the
 /// inner part of a read index.
-type OuterSpan = (Vec<(tir::Expr, i64)>, i64, i64);
+type OuterSpan = (Affine<Term>, i64, i64);
 
 /// The region of a tensor of `shape` read by `accesses`, with `inner` loop variables
 /// (and their extents) free.
@@ -1014,8 +1006,8 @@ fn infer_region(
     shape: &[usize],
     accesses: &[Vec<tir::Expr>],
     inner: &HashMap<VarId, i64>,
+    forms: &mut IndexForms,
 ) -> (Region, Vec<DimRewrite>) {
-    let inner_set: HashSet<VarId> = inner.keys().copied().collect();
     let mut mins = vec![];
     let mut extents = vec![];
     let mut rewrites = vec![];
@@ -1024,21 +1016,28 @@ fn infer_region(
         let mut common: Option<OuterSpan> = None;
         let mut ok = !accesses.is_empty();
         for acc in accesses {
-            let Some(a) = acc.get(d).and_then(|ix| affine(ix, &inner_set)) else {
+            let Some(a) = acc.get(d).and_then(|ix| forms.form(ix)) else {
                 ok = false;
                 break;
             };
-            let mut lo = a.k;
-            let mut hi = a.k;
-            for (v, c) in &a.inner {
-                let span = c * (inner[v] - 1);
-                lo += span.min(0);
-                hi += span.max(0);
-            }
+            let (inner_part, outer_part) = a.split(|t| matches!(t, Term::Inner(_)));
+            let span = inner_part.range(|t| match t {
+                Term::Inner(v) => Interval::new(0, (inner[v] as i128 - 1).max(0)),
+                Term::Outer(_) => Interval::full(),
+            });
+            let span = span.add(Interval::point(a.k()));
+            let (Some(lo), Some(hi)) = (
+                span.lo().and_then(|x| i64::try_from(x).ok()),
+                span.hi().and_then(|x| i64::try_from(x).ok()),
+            ) else {
+                ok = false;
+                break;
+            };
+            let outer = outer_part.with_k(0).expect("a smaller constant");
             match &mut common {
-                None => common = Some((a.outer.clone(), lo, hi)),
+                None => common = Some((outer, lo, hi)),
                 Some((o, l, h)) => {
-                    if *o != a.outer {
+                    if *o != outer {
                         ok = false;
                         break;
                     }
@@ -1049,12 +1048,7 @@ fn infer_region(
         }
         match common {
             Some((outer, lo, hi)) if ok && ((hi - lo + 1) as usize) < n => {
-                let aff = Affine {
-                    inner: BTreeMap::new(),
-                    outer: outer.clone(),
-                    k: 0,
-                };
-                mins.push(aff.outer_expr(lo));
+                mins.push(forms.outer_expr(&outer, lo));
                 extents.push((hi - lo + 1) as usize);
                 rewrites.push(DimRewrite::Shift { outer, lo });
             }
@@ -1073,123 +1067,58 @@ fn rewrite_loads(
     e: &tir::Expr,
     buf: BufferId,
     rw: &[DimRewrite],
-    inner: &HashSet<VarId>,
+    forms: &mut IndexForms,
 ) -> tir::Expr {
     let mut out = e.clone();
-    rewrite_in_place(&mut out, buf, rw, inner);
+    RegionLoads { buf, rw, forms }.mutate_expr(&mut out);
     out
 }
 
-fn rewrite_in_place(e: &mut tir::Expr, buf: BufferId, rw: &[DimRewrite], inner: &HashSet<VarId>) {
-    if let tir::Expr::Load { buffer, indices } = e
-        && *buffer == buf
-    {
-        for (ix, r) in indices.iter_mut().zip(rw) {
+/// Rewrites the loads of `buf` to index its region buffer (see [`DimRewrite`]).
+struct RegionLoads<'a> {
+    buf: BufferId,
+    rw: &'a [DimRewrite],
+    forms: &'a mut IndexForms,
+}
+
+impl Mutator for RegionLoads<'_> {
+    fn mutate_expr(&mut self, e: &mut tir::Expr) {
+        let tir::Expr::Load { buffer, indices } = e else {
+            return walk_expr_mut(self, e);
+        };
+        if *buffer != self.buf {
+            return walk_expr_mut(self, e);
+        }
+        for (ix, r) in indices.iter_mut().zip(self.rw) {
             if let DimRewrite::Shift { outer, lo } = r {
                 // ix = outer + inner + k  ->  inner + k - lo (the outer parts cancel).
-                let a = affine(ix, inner);
-                *ix = match a {
-                    Some(a) if a.outer == *outer => {
-                        let mut s = int(0);
-                        for (v, c) in &a.inner {
-                            s = add(s, mul(tir::Expr::Var(*v), *c));
-                        }
-                        add(s, int(a.k - lo))
-                    }
+                let form = self.forms.form(ix);
+                let matches = |a: &Affine<Term>| {
+                    a.split(|t| matches!(t, Term::Inner(_)))
+                        .1
+                        .with_k(0)
+                        .as_ref()
+                        == Some(outer)
+                };
+                *ix = match form {
+                    Some(a) if matches(&a) => IndexForms::inner_expr(&a, a.k() as i64 - lo),
                     _ => {
-                        let min = Affine {
-                            inner: BTreeMap::new(),
-                            outer: outer.clone(),
-                            k: 0,
-                        }
-                        .outer_expr(*lo);
-                        tir::Expr::binary(BinOp::Sub, ix.clone(), min)
+                        tir::Expr::binary(BinOp::Sub, ix.clone(), self.forms.outer_expr(outer, *lo))
                     }
                 };
             }
         }
-        return;
-    }
-    match e {
-        tir::Expr::Load { indices, .. } => indices
-            .iter_mut()
-            .for_each(|i| rewrite_in_place(i, buf, rw, inner)),
-        tir::Expr::Binary { lhs, rhs, .. } => {
-            rewrite_in_place(lhs, buf, rw, inner);
-            rewrite_in_place(rhs, buf, rw, inner);
-        }
-        tir::Expr::Not(x)
-        | tir::Expr::Cast { value: x, .. }
-        | tir::Expr::Broadcast { value: x, .. } => rewrite_in_place(x, buf, rw, inner),
-        tir::Expr::Select { cond, then, else_ } => {
-            rewrite_in_place(cond, buf, rw, inner);
-            rewrite_in_place(then, buf, rw, inner);
-            rewrite_in_place(else_, buf, rw, inner);
-        }
-        tir::Expr::Call { args, .. } => args
-            .iter_mut()
-            .for_each(|i| rewrite_in_place(i, buf, rw, inner)),
-        tir::Expr::Ramp { base, stride, .. } => {
-            rewrite_in_place(base, buf, rw, inner);
-            rewrite_in_place(stride, buf, rw, inner);
-        }
-        _ => {}
     }
 }
 
 fn subst_vars(e: &tir::Expr, m: &HashMap<VarId, tir::Expr>) -> tir::Expr {
     let mut out = e.clone();
-    subst_in_place(&mut out, m);
+    Substitute(m).mutate_expr(&mut out);
     out
 }
 
-fn subst_in_place(e: &mut tir::Expr, m: &HashMap<VarId, tir::Expr>) {
-    if let tir::Expr::Var(v) = e {
-        if let Some(r) = m.get(v) {
-            *e = r.clone();
-        }
-        return;
-    }
-    match e {
-        tir::Expr::Load { indices, .. } => indices.iter_mut().for_each(|i| subst_in_place(i, m)),
-        tir::Expr::Binary { lhs, rhs, .. } => {
-            subst_in_place(lhs, m);
-            subst_in_place(rhs, m);
-        }
-        tir::Expr::Not(x)
-        | tir::Expr::Cast { value: x, .. }
-        | tir::Expr::Broadcast { value: x, .. } => subst_in_place(x, m),
-        tir::Expr::Select { cond, then, else_ } => {
-            subst_in_place(cond, m);
-            subst_in_place(then, m);
-            subst_in_place(else_, m);
-        }
-        tir::Expr::Call { args, .. } => args.iter_mut().for_each(|i| subst_in_place(i, m)),
-        tir::Expr::Ramp { base, stride, .. } => {
-            subst_in_place(base, m);
-            subst_in_place(stride, m);
-        }
-        _ => {}
-    }
-}
-
 fn subst_stmt(s: &Stmt, m: &HashMap<VarId, tir::Expr>) -> Stmt {
-    match s {
-        Stmt::Store {
-            buffer,
-            indices,
-            value,
-        } => Stmt::store(
-            *buffer,
-            indices.iter().map(|i| subst_vars(i, m)).collect::<Vec<_>>(),
-            subst_vars(value, m),
-        ),
-        Stmt::If { cond, then, else_ } => Stmt::If {
-            cond: subst_vars(cond, m),
-            then: Box::new(subst_stmt(then, m)),
-            else_: else_.as_ref().map(|e| Box::new(subst_stmt(e, m))),
-        },
-        Stmt::Seq(v) => Stmt::seq(v.iter().map(|x| subst_stmt(x, m))),
-        other => other.clone(),
-    }
+    let mut out = s.clone();
+    Substitute(m).mutate_stmt(&mut out);
+    out
 }

@@ -1,5 +1,5 @@
 //! Tensor expressions (TVM's TE): describe *what* a kernel computes as a graph of
-//! operations, describe *how* with a [`Schedule`], and [`lower`] both to one loop-IR
+//! operations, describe *how* with a [`Schedule`], and [`lower()`] both to one loop-IR
 //! kernel ([`tir::PrimFunc`](crate::tir::PrimFunc)).
 //!
 //! - [`graph`]: the arena of operations ([`Graph`]), [`Tensor`] handles, placeholders,

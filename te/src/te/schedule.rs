@@ -24,15 +24,22 @@ use super::graph::{Graph, OpId, OpKind, Operation, Tensor};
 pub enum Relation {
     /// `parent = outer * factor + inner`, `inner` in `0..factor`.
     Split {
+        /// The axis split.
         parent: IterVar,
+        /// The new outer axis, `ceil(extent(parent) / factor)` long.
         outer: IterVar,
+        /// The new inner axis, `factor` long.
         inner: IterVar,
+        /// The inner extent (at least 1).
         factor: usize,
     },
     /// `fused = outer * extent(inner) + inner`.
     Fuse {
+        /// The outer of the two axes fused.
         outer: IterVar,
+        /// The inner of the two axes fused (directly inside `outer`).
         inner: IterVar,
+        /// The new axis, `extent(outer) * extent(inner)` long.
         fused: IterVar,
     },
 }
@@ -45,7 +52,12 @@ pub enum Attach {
     /// No loops: its body is substituted into every read of it.
     Inline,
     /// Inside loop `axis` of stage `parent`, over the region `parent` reads there.
-    At { parent: OpId, axis: IterVar },
+    At {
+        /// The stage whose loop nest holds this one.
+        parent: OpId,
+        /// The loop of `parent` inside which this stage's loops go.
+        axis: IterVar,
+    },
 }
 
 /// The schedule of one operation.

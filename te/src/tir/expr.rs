@@ -7,7 +7,7 @@
 //! [`VarId`]s). Integer `Div` truncates toward zero; `FloorDiv`/`FloorMod` round toward
 //! negative infinity (integers only). `Select` evaluates both sides, so both must be safe
 //! to evaluate; guard possibly out-of-bounds loads with [`Stmt::If`](super::Stmt::If) or a
-//! `Select` whose condition the bounds verifier can use (see [`verify`](super::verify)).
+//! `Select` whose condition the bounds verifier can use (see [`verify`](mod@super::verify)).
 
 use std::ops;
 
@@ -19,8 +19,11 @@ use super::types::{BufferId, VarId};
 /// comparisons return `bool` with the operands' lanes; `And`/`Or` take and return bool.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum BinOp {
+    /// `lhs + rhs`; integers wrap in their width.
     Add,
+    /// `lhs - rhs`; integers wrap in their width.
     Sub,
+    /// `lhs * rhs`; integers wrap in their width.
     Mul,
     /// Float division, or integer division truncating toward zero.
     Div,
@@ -37,13 +40,21 @@ pub enum BinOp {
     /// (as numpy's and ONNX's `maximum`, and the graph-IR reference), and `-0 < +0`. On
     /// integers the larger value; on bool logical or.
     Max,
+    /// `lhs == rhs` (floats: false if either is NaN).
     Eq,
+    /// `lhs != rhs` (floats: true if either is NaN).
     Ne,
+    /// `lhs < rhs` (ordered: false with a NaN).
     Lt,
+    /// `lhs <= rhs` (ordered: false with a NaN).
     Le,
+    /// `lhs > rhs` (ordered: false with a NaN).
     Gt,
+    /// `lhs >= rhs` (ordered: false with a NaN).
     Ge,
+    /// Logical and of two bools (both sides evaluated).
     And,
+    /// Logical or of two bools (both sides evaluated).
     Or,
 }
 
@@ -171,21 +182,30 @@ impl BinOp {
 /// A math intrinsic. All take float operands of one type; `abs` also takes integers.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Intrinsic {
+    /// `e^x`.
     Exp,
+    /// The natural logarithm; `-inf` at 0, NaN below.
     Log,
+    /// The square root; NaN below 0.
     Sqrt,
     /// `1 / sqrt(x)`.
     Rsqrt,
+    /// The hyperbolic tangent.
     Tanh,
     /// The logistic `1 / (1 + exp(-x))`, in the stable form (`exp(x) / (1 + exp(x))`
     /// for `x < 0`; see [`crate::tir::interp::sigmoid`]).
     Sigmoid,
+    /// The Gauss error function.
     Erf,
     /// `a * b + c`, fused (one rounding).
     Fma,
+    /// `a^b` (C's `powf`).
     Pow,
+    /// The absolute value; integers wrap (`abs(MIN) == MIN`).
     Abs,
+    /// Rounding toward negative infinity.
     Floor,
+    /// Rounding toward positive infinity.
     Ceil,
     /// A trigonometric or hyperbolic function or its inverse.
     Trig(Trig),
@@ -201,7 +221,7 @@ macro_rules! trig_functions {
         /// `float64`, then rounded to the dtype like every float operation.
         #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Trig {
-            $($v,)*
+            $(#[doc = concat!("`", $name, "`.")] $v,)*
         }
 
         impl Trig {
@@ -312,48 +332,81 @@ impl Intrinsic {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
     /// An integer immediate of an integer dtype (`5`, `5i64`, `255u8`).
-    Int { value: i64, dtype: DType },
+    Int {
+        /// The value; it fits `dtype`.
+        value: i64,
+        /// An integer dtype.
+        dtype: DType,
+    },
     /// A float immediate of a float dtype (`1.5`, `1.5f16`); float32 values are kept
     /// exactly as given and rounded when evaluated.
-    Float { value: f64, dtype: DType },
+    Float {
+        /// The value as written.
+        value: f64,
+        /// A float dtype.
+        dtype: DType,
+    },
     /// `true` or `false`.
     Bool(bool),
     /// A loop variable or let-bound value.
     Var(VarId),
     /// An element (or, with ramp indices, a vector of elements) of a buffer.
     Load {
+        /// The buffer read.
         buffer: BufferId,
+        /// One integer index per dimension of the buffer.
         indices: Vec<Expr>,
     },
     /// A binary operation.
     Binary {
+        /// The operator.
         op: BinOp,
+        /// The left operand.
         lhs: Box<Expr>,
+        /// The right operand, of the same type as `lhs`.
         rhs: Box<Expr>,
     },
     /// Logical negation of a bool.
     Not(Box<Expr>),
     /// `cond ? then : else_`, both sides evaluated.
     Select {
+        /// A bool with the lanes of the result.
         cond: Box<Expr>,
+        /// The value where `cond` holds.
         then: Box<Expr>,
+        /// The value elsewhere, of the same type as `then`.
         else_: Box<Expr>,
     },
     /// Conversion to another element dtype (lanes unchanged).
-    Cast { to: DType, value: Box<Expr> },
+    Cast {
+        /// The element dtype converted to.
+        to: DType,
+        /// The value converted.
+        value: Box<Expr>,
+    },
     /// A math intrinsic.
     Call {
+        /// The function.
         intrinsic: Intrinsic,
+        /// Its operands, as many as [`Intrinsic::arity`], of one type.
         args: Vec<Expr>,
     },
     /// The integer vector `base, base + stride, ..., base + (lanes-1) * stride`.
     Ramp {
+        /// The first lane, a scalar integer.
         base: Box<Expr>,
+        /// The step between lanes, of `base`'s dtype.
         stride: Box<Expr>,
+        /// The number of lanes (at least 2).
         lanes: u32,
     },
     /// A scalar repeated in every lane.
-    Broadcast { value: Box<Expr>, lanes: u32 },
+    Broadcast {
+        /// The scalar repeated.
+        value: Box<Expr>,
+        /// The number of lanes (at least 2).
+        lanes: u32,
+    },
 }
 
 impl Expr {
@@ -556,10 +609,7 @@ impl Expr {
 
     /// Calls `f` on this expression and every sub-expression, parents first.
     pub fn visit(&self, f: &mut impl FnMut(&Expr)) {
-        f(self);
-        for c in self.children() {
-            c.visit(f);
-        }
+        super::visit::for_each_expr(self, f)
     }
 
     /// The integer value if this is an integer immediate.

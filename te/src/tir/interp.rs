@@ -43,6 +43,7 @@ use super::semantics::{
 };
 use super::stmt::{ForKind, Stmt};
 use super::types::{BufferId, Scope, VarId};
+use super::visit::deep;
 use crate::error::{Error, Result};
 
 mod compiled;
@@ -421,6 +422,10 @@ impl<'a> Machine<'a> {
     }
 
     fn exec(&mut self, s: &Stmt, env: &mut Env) -> Result<()> {
+        deep(|| self.exec_on_stack(s, env))
+    }
+
+    fn exec_on_stack(&mut self, s: &Stmt, env: &mut Env) -> Result<()> {
         match s {
             Stmt::Seq(v) => v.iter().try_for_each(|c| self.exec(c, env)),
             Stmt::For {
@@ -516,6 +521,10 @@ impl<'a> Machine<'a> {
 
     /// Runs `s` for all `threads` of a block, in lockstep at barriers.
     fn exec_multi(&mut self, s: &Stmt, threads: &mut Vec<Env>) -> Result<()> {
+        deep(|| self.exec_multi_on_stack(s, threads))
+    }
+
+    fn exec_multi_on_stack(&mut self, s: &Stmt, threads: &mut Vec<Env>) -> Result<()> {
         if !self.needs_lockstep(s) {
             for env in threads.iter_mut() {
                 self.exec(s, env)?;
@@ -822,6 +831,10 @@ impl<'a> Machine<'a> {
     }
 
     fn eval(&mut self, e: &Expr, env: &Env, guarded: bool) -> Result<Value> {
+        deep(|| self.eval_on_stack(e, env, guarded))
+    }
+
+    fn eval_on_stack(&mut self, e: &Expr, env: &Env, guarded: bool) -> Result<Value> {
         let scalar = |dtype, n| Value {
             dtype,
             lanes: vec![n],

@@ -12,22 +12,29 @@
 //! - [`func`]: [`PrimFunc`] and [`PrimFuncBuilder`];
 //! - [`printer`] / [`parser`]: the text form (round trip is tested);
 //! - [`semantics`]: the scalar semantics (wrapping, floor division, intervals) in one place;
-//! - [`verify`]: types, scoping, thread nesting, the bounds proof and the limits;
+//! - [`affine`]: affine forms over atoms, the one linear-index type every pass uses;
+//! - [`verify`](mod@verify): types, scoping, thread nesting, the bounds proof and the limits;
+//! - [`visit`]: the one walker (`Visitor`, `Mutator`), safe on deep trees;
+//! - [`legalize`]: the rewrite into the core loop IR every backend implements;
 //! - [`interp`]: the loop-IR interpreter (the second oracle, for lowering).
 
+pub mod affine;
 pub mod expr;
 pub mod func;
 pub mod interp;
+pub mod legalize;
 pub mod parser;
 pub mod printer;
 pub mod semantics;
 pub mod stmt;
 pub mod types;
 pub mod verify;
+pub mod visit;
 
 pub use expr::{BinOp, Expr, Intrinsic, Trig};
 pub use func::{PrimFunc, PrimFuncBuilder, VarDecl};
 pub use interp::{run, run_with_inputs};
+pub use legalize::legalize;
 pub use parser::parse;
 pub use stmt::{ForKind, Stmt, ThreadAxis};
 pub use types::{Buffer, BufferId, Scope, ValueType, VarId};

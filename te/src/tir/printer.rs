@@ -34,6 +34,7 @@ use super::expr::{BinOp, Expr};
 use super::func::PrimFunc;
 use super::stmt::{ForKind, Stmt};
 use super::types::{Buffer, BufferId, ValueType, VarId};
+use super::visit::deep;
 
 /// Prints a whole function.
 pub fn print(func: &PrimFunc) -> String {
@@ -211,6 +212,10 @@ impl<'a> Printer<'a> {
 
     /// Appends `s` at `indent` levels.
     pub fn stmt(&self, out: &mut String, s: &Stmt, indent: usize) {
+        deep(|| self.stmt_on_stack(out, s, indent))
+    }
+
+    fn stmt_on_stack(&self, out: &mut String, s: &Stmt, indent: usize) {
         let pad = "  ".repeat(indent);
         match s {
             Stmt::Seq(v) => {
@@ -323,6 +328,10 @@ impl<'a> Printer<'a> {
     }
 
     fn write_expr(&self, out: &mut String, e: &Expr) {
+        deep(|| self.write_expr_on_stack(out, e))
+    }
+
+    fn write_expr_on_stack(&self, out: &mut String, e: &Expr) {
         match e {
             Expr::Int { value, dtype } => {
                 let _ = write!(out, "{value}{}", literal_suffix(*dtype));

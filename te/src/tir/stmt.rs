@@ -14,11 +14,17 @@ use super::types::{BufferId, VarId};
 /// A GPU launch dimension.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ThreadAxis {
+    /// `blockIdx.x`: the block's index along the grid's x dimension.
     BlockX,
+    /// `blockIdx.y`.
     BlockY,
+    /// `blockIdx.z`.
     BlockZ,
+    /// `threadIdx.x`: the thread's index inside its block along x.
     ThreadX,
+    /// `threadIdx.y`.
     ThreadY,
+    /// `threadIdx.z`.
     ThreadZ,
 }
 
@@ -99,30 +105,49 @@ impl ForKind {
 pub enum Stmt {
     /// `var` takes `min, min+1, ..., min+extent-1`.
     For {
+        /// The loop variable, bound in `body` only.
         var: VarId,
+        /// The first value of `var`.
         min: i64,
+        /// The number of iterations (0 runs the body never).
         extent: i64,
+        /// How iterations are executed.
         kind: ForKind,
+        /// What runs for each value of `var`.
         body: Box<Stmt>,
     },
     /// Writes `value` (scalar, or a vector when an index is a ramp) to `buffer`.
     Store {
+        /// The buffer written.
         buffer: BufferId,
+        /// One integer index per dimension of the buffer.
         indices: Vec<Expr>,
+        /// The value written, of the buffer's dtype (with the indices' lanes).
         value: Expr,
     },
     /// A local or shared scratch buffer that exists while `body` runs.
-    Allocate { buffer: BufferId, body: Box<Stmt> },
+    Allocate {
+        /// The buffer, declared with scope `local` or `shared`.
+        buffer: BufferId,
+        /// The statements that may use it.
+        body: Box<Stmt>,
+    },
     /// Runs `then` if `cond` holds, else `else_`.
     If {
+        /// A scalar bool.
         cond: Expr,
+        /// What runs when `cond` holds.
         then: Box<Stmt>,
+        /// What runs otherwise, if anything.
         else_: Option<Box<Stmt>>,
     },
     /// Binds `var` to `value` while `body` runs.
     Let {
+        /// The name bound, visible in `body` only.
         var: VarId,
+        /// Its value, evaluated once.
         value: Expr,
+        /// The statements that may use `var`.
         body: Box<Stmt>,
     },
     /// Statements in order.
@@ -238,10 +263,7 @@ impl Stmt {
 
     /// Calls `f` on this statement and every nested statement, parents first.
     pub fn visit(&self, f: &mut impl FnMut(&Stmt)) {
-        f(self);
-        for c in self.children() {
-            c.visit(f);
-        }
+        super::visit::for_each_stmt(self, f)
     }
 
     /// Whether a barrier occurs anywhere inside.

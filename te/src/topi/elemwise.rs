@@ -163,8 +163,9 @@ fn float_fmod(x: Expr, y: Expr, dtype: DType) -> Expr {
 /// `acc * prod_j (bit j ? base^(2^j) : 1)` and `base^16`,
 /// and the result is the accumulator of the last stage. Each stage is read only by the
 /// next (so a GPU schedule can compute each inside its consumer), and none is inlined
-/// (that would duplicate work exponentially). Exponent bits past the dtype's sign bit are
-/// zero for the non-negative exponents the reference accepts.
+/// (that would duplicate work exponentially). A negative exponent takes the reference's
+/// `(1 / a)^-e` (truncating division: 1, -1 or 0; zero to a negative power is a division
+/// by zero) instead of the chain, whose bits are meaningless for it.
 fn int_power(ctx: &mut Ctx, a: Tensor, b: Tensor, shape: &[usize]) -> Result<Tensor> {
     let dtype = a.dtype();
     let bits: usize = match dtype {
@@ -246,7 +247,15 @@ fn int_power(ctx: &mut Ctx, a: Tensor, b: Tensor, shape: &[usize]) -> Result<Ten
             i.to_vec()
         };
         v.push(Expr::int(0));
-        last.at(&v)
+        let e = b.at(&broadcast_index(b.shape(), i));
+        // A negative exponent: `(1 / a)^-e` with truncating division, as the reference
+        // defines it — `r = 1 / a` is 1, -1 or 0 (a zero base is a division by zero,
+        // reported by every target), so the power is `r` for an odd exponent and `r * r`
+        // for an even one. The select is lazy: `1 / a` runs only for negative exponents.
+        let r = imm(1.0, dtype) / a.at(&broadcast_index(a.shape(), i));
+        let odd = e.clone().floormod(imm(2.0, dtype)).equal(imm(1.0, dtype));
+        let negative = te::select(odd, r.clone(), r.clone() * r);
+        te::select(e.lt(imm(0.0, dtype)), negative, last.at(&v))
     })
 }
 

@@ -17,6 +17,7 @@ use crate::eqsat::rule::Rule;
 
 const FAMILY: &str = "algebraic";
 
+/// The rules of this family (algebraic simplification), in the order `RULES.md` lists them.
 pub fn rules() -> Vec<Arc<dyn Rule>> {
     let x = || Pat::var("x");
     let un = |k, a| Pat::un(k, a);

@@ -25,6 +25,7 @@ const FAMILY: &str = "fold";
 /// Why the imperative rules of this family are not patterns.
 const COMPUTED_SHAPE: &str = "the right-hand side reshapes to a channel layout computed from the match's shapes and attributes";
 
+/// The rules of this family (folding into constants), in the order `RULES.md` lists them.
 pub fn rules() -> Vec<Arc<dyn Rule>> {
     let mul = |a, b| Pat::bin(BinaryKind::Multiply, a, b);
     let (y, b, s) = (Pat::var("y"), Pat::var("b"), Pat::var("s"));

@@ -15,6 +15,7 @@ use crate::eqsat::rule::{FnRule, Imperative, Roots, Rule, Term, calls, calls_nam
 
 const FAMILY: &str = "layout";
 
+/// The rules of this family (transpose and reshape cancellation), in the order `RULES.md` lists them.
 pub fn rules() -> Vec<Arc<dyn Rule>> {
     let r = |name, apply, roots, law, conditions, why| -> Arc<dyn Rule> {
         Arc::new(Imperative {

@@ -20,6 +20,7 @@ const FAMILY: &str = "merge";
 /// The most layers merged into one.
 pub const MAX_MERGED: usize = 8;
 
+/// The rules of this family (merging of parallel layers), in the order `RULES.md` lists them.
 pub fn rules() -> Vec<Arc<dyn Rule>> {
     let r = |name, apply, op, law, conditions| -> Arc<dyn Rule> {
         Arc::new(Imperative {

@@ -29,10 +29,11 @@ use kiln_ir::{DType, Data, NDArray};
 
 use super::{Num, convert, float_intrinsic, int_div_op};
 use crate::error::{Error, Result};
+use crate::tir::affine::Affine;
 use crate::tir::expr::{BinOp, Expr, Intrinsic, fmaximum, fminimum};
 use crate::tir::func::PrimFunc;
 use crate::tir::printer::Names;
-use crate::tir::semantics::{float_to_int, round_float, wrap_int};
+use crate::tir::semantics::{Interval, float_to_int, round_float, wrap_int};
 use crate::tir::stmt::{ForKind, Stmt};
 use crate::tir::types::{BufferId, Scope};
 
@@ -162,6 +163,7 @@ pub fn compile(func: &PrimFunc) -> std::result::Result<CompiledKernel, String> {
         num_regs: 0,
         live: vec![false; func.buffers.len()],
         bufs,
+        nesting: 0,
     };
     let body = c.stmt(&func.body)?;
     Ok(CompiledKernel {
@@ -263,11 +265,11 @@ enum IntE {
     Dyn(IntFn),
 }
 
-/// `wrap(c0 + sum(coef * var))` with wrapping `i64` arithmetic inside.
+/// `wrap(form)`: an affine form over variable slots, evaluated with wrapping `i64`
+/// arithmetic and wrapped to `dtype`.
 #[derive(Clone)]
 struct Lin {
-    c0: i64,
-    terms: Vec<(usize, i64)>,
+    form: Affine<usize>,
     dtype: DType,
     /// The register holding the unwrapped sum, kept up to date by the loops (strength
     /// reduction), if one was assigned.
@@ -275,49 +277,26 @@ struct Lin {
 }
 
 impl Lin {
+    fn new(form: Affine<usize>, dtype: DType) -> Lin {
+        Lin {
+            form,
+            dtype,
+            reg: None,
+        }
+    }
+
     #[inline(always)]
     fn eval(&self, f: &Frame) -> i64 {
         if let Some(k) = self.reg {
             return wrap_int(f.regs[k], self.dtype);
         }
-        let mut s = self.c0;
-        for &(v, c) in &self.terms {
-            s = s.wrapping_add(f.ints[v].wrapping_mul(c));
-        }
-        wrap_int(s, self.dtype)
+        wrap_int(self.raw(f), self.dtype)
     }
 
     /// The unwrapped sum of the terms.
+    #[inline(always)]
     fn raw(&self, f: &Frame) -> i64 {
-        let mut s = self.c0;
-        for &(v, c) in &self.terms {
-            s = s.wrapping_add(f.ints[v].wrapping_mul(c));
-        }
-        s
-    }
-
-    fn add(mut self, other: &Lin, sign: i64) -> Lin {
-        self.reg = None;
-        self.c0 = self.c0.wrapping_add(other.c0.wrapping_mul(sign));
-        for &(v, c) in &other.terms {
-            let c = c.wrapping_mul(sign);
-            match self.terms.iter_mut().find(|t| t.0 == v) {
-                Some(t) => t.1 = t.1.wrapping_add(c),
-                None => self.terms.push((v, c)),
-            }
-        }
-        self.terms.retain(|t| t.1 != 0);
-        self
-    }
-
-    fn scale(mut self, k: i64) -> Lin {
-        self.reg = None;
-        self.c0 = self.c0.wrapping_mul(k);
-        for t in &mut self.terms {
-            t.1 = t.1.wrapping_mul(k);
-        }
-        self.terms.retain(|t| t.1 != 0);
-        self
+        self.form.eval_wrapping(|&v| f.ints[v])
     }
 }
 
@@ -335,12 +314,7 @@ impl IntE {
     /// The affine form of a constant or affine expression.
     fn as_lin(&self, dtype: DType) -> Option<Lin> {
         match self {
-            IntE::Const(c) => Some(Lin {
-                c0: *c,
-                terms: vec![],
-                dtype,
-                reg: None,
-            }),
+            IntE::Const(c) => Some(Lin::new(Affine::constant(*c as i128)?, dtype)),
             IntE::Lin(l) => Some(l.clone()),
             IntE::Load(_) | IntE::Dyn(_) => None,
         }
@@ -348,8 +322,8 @@ impl IntE {
 
     /// An affine form made canonical: constants and single variables get their own shape.
     fn from_lin(l: Lin) -> IntE {
-        if l.terms.is_empty() {
-            IntE::Const(wrap_int(l.c0, l.dtype))
+        if let Some(c) = l.form.as_const() {
+            IntE::Const(wrap_int(c as i64, l.dtype))
         } else {
             IntE::Lin(l)
         }
@@ -655,8 +629,14 @@ impl Cmp {
 // ---------------------------------------------------------------------------------------
 // The translator.
 
+/// How deep statements and expressions may nest in a compiled kernel (its closures
+/// recurse that deep when it runs; far below what a thread's stack holds).
+const MAX_NESTING: usize = 256;
+
 struct Compiler<'a> {
     func: &'a PrimFunc,
+    /// How deep the translation is in the tree (see [`MAX_NESTING`]).
+    nesting: usize,
     names: Names,
     /// The type of each variable while it is in scope.
     vars: Vec<Option<Ty>>,
@@ -677,6 +657,23 @@ type CResult<T> = std::result::Result<T, String>;
 
 impl Compiler<'_> {
     fn stmt(&mut self, s: &Stmt) -> CResult<StmtFn> {
+        self.nested(|c| c.stmt_at_depth(s))
+    }
+
+    /// Runs `f` one level deeper in the tree; refuses trees nested deeper than
+    /// [`MAX_NESTING`]: the compiled closures call each other as deep as the tree is, at
+    /// run time, so a deeper kernel runs in the reference interpreter instead.
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> CResult<T>) -> CResult<T> {
+        if self.nesting >= MAX_NESTING {
+            return Err(format!("a tree nested deeper than {MAX_NESTING}"));
+        }
+        self.nesting += 1;
+        let r = f(self);
+        self.nesting -= 1;
+        r
+    }
+
+    fn stmt_at_depth(&mut self, s: &Stmt) -> CResult<StmtFn> {
         Ok(match s {
             Stmt::Seq(v) => {
                 let mut parts = v
@@ -907,35 +904,23 @@ impl Compiler<'_> {
                 stride,
             });
         }
-        let mut flat = Some(Lin {
-            c0: 0,
-            terms: vec![],
-            dtype: DType::I64,
-            reg: None,
-        });
+        let mut flat = Some(Affine::zero());
         for d in &dims {
-            let l = match &d.idx {
-                IntE::Const(c) => Some(Lin {
-                    c0: *c,
-                    terms: vec![],
-                    dtype: DType::I64,
-                    reg: None,
-                }),
-                IntE::Lin(l) => Some(l.clone()),
-                _ => None,
-            };
+            let l = d.idx.as_lin(DType::I64);
             let proven = l
                 .as_ref()
                 .and_then(|l| self.range(l))
                 .is_some_and(|(lo, hi)| lo >= 0 && hi < d.ext as i128);
             flat = match (flat, l) {
-                (Some(acc), Some(l)) if proven => Some(acc.add(&l.scale(d.stride as i64), 1)),
+                (Some(acc), Some(l)) if proven => {
+                    acc.add_scaled(&l.form, i128::try_from(d.stride).unwrap_or(i128::MAX))
+                }
                 _ => None,
             };
         }
         let addr = match flat {
-            Some(mut l) => {
-                l.dtype = DType::I64;
+            Some(form) => {
+                let mut l = Lin::new(form, DType::I64);
                 self.regify(&mut l);
                 Addr::Flat(l)
             }
@@ -955,11 +940,13 @@ impl Compiler<'_> {
     /// Assigns `l` a register updated by the innermost loop over its variables, when
     /// they are all loop variables that never wrap.
     fn regify(&mut self, l: &mut Lin) {
-        if l.reg.is_some() || l.terms.is_empty() {
+        if l.reg.is_some() || l.form.as_const().is_some() {
             return;
         }
         let mut inner: Option<(usize, i64)> = None;
-        for &(v, c) in &l.terms {
+        for &(v, c) in l.form.terms() {
+            // Steps wrap modulo 2^64, as the register does.
+            let c = c as i64;
             let Some(d) = self.depth.get(v).copied().flatten() else {
                 return;
             };
@@ -983,18 +970,30 @@ impl Compiler<'_> {
     /// The range of an affine form's true value, if its variables have known ranges
     /// and it stays inside its dtype (so wrapping never changes it).
     fn range(&self, l: &Lin) -> Option<(i128, i128)> {
-        let (mut lo, mut hi) = (l.c0 as i128, l.c0 as i128);
-        for &(v, c) in &l.terms {
-            let (a, b) = self.ranges.get(v).copied().flatten()?;
-            let (x, y) = (a as i128 * c as i128, b as i128 * c as i128);
-            lo += x.min(y);
-            hi += x.max(y);
-        }
+        let mut known = true;
+        let r = l
+            .form
+            .range(|v| match self.ranges.get(*v).copied().flatten() {
+                Some((a, b)) => Interval::new(a as i128, b as i128),
+                None => {
+                    known = false;
+                    Interval::full()
+                }
+            });
         let (dlo, dhi) = dtype_range(l.dtype);
-        (lo >= dlo && hi <= dhi).then_some((lo, hi))
+        match (r.lo(), r.hi()) {
+            (Some(lo), Some(hi)) if known && !r.is_empty() && lo >= dlo && hi <= dhi => {
+                Some((lo, hi))
+            }
+            _ => None,
+        }
     }
 
     fn expr(&mut self, e: &Expr) -> CResult<CExpr> {
+        self.nested(|c| c.expr_at_depth(e))
+    }
+
+    fn expr_at_depth(&mut self, e: &Expr) -> CResult<CExpr> {
         Ok(match e {
             Expr::Int { value, dtype } => {
                 CExpr::constant(convert(Num::I(*value), *dtype, *dtype), *dtype)
@@ -1009,15 +1008,7 @@ impl Compiler<'_> {
                 };
                 let (d, slot) = (*d, v.index());
                 match kind_of(d) {
-                    Kind::Int => CExpr::I(
-                        IntE::Lin(Lin {
-                            c0: 0,
-                            terms: vec![(slot, 1)],
-                            dtype: d,
-                            reg: None,
-                        }),
-                        d,
-                    ),
+                    Kind::Int => CExpr::I(IntE::Lin(Lin::new(Affine::atom(slot), d)), d),
                     Kind::Float => CExpr::F(FloatE::Var(slot), d),
                     Kind::Bool => CExpr::B(BoolE::Var(slot)),
                 }
@@ -1211,15 +1202,12 @@ fn int_binary(op: BinOp, d: DType, x: IntE, y: IntE) -> CResult<IntE> {
         && let (Some(a), Some(b)) = (x.as_lin(d), y.as_lin(d))
     {
         let r = match op {
-            Add => Some(a.add(&b, 1)),
-            Sub => Some(a.add(&b, -1)),
-            _ if b.terms.is_empty() => Some(a.scale(b.c0)),
-            _ if a.terms.is_empty() => Some(b.scale(a.c0)),
-            _ => None,
+            Add => a.form.add(&b.form),
+            Sub => a.form.sub(&b.form),
+            _ => a.form.mul(&b.form),
         };
-        if let Some(mut r) = r {
-            r.dtype = d;
-            return Ok(IntE::from_lin(r));
+        if let Some(r) = r {
+            return Ok(IntE::from_lin(Lin::new(r, d)));
         }
     }
     macro_rules! arith {

@@ -16,17 +16,16 @@
 //! store between the test and the use, another thread may race), and a `let` bound to
 //! such a read is an opaque variable, not substituted.
 
-use std::collections::BTreeMap;
+use std::fmt;
 
 use kiln_ir::DType;
 
 use super::Verifier;
+use crate::tir::affine::Affine;
 use crate::tir::expr::{BinOp, Expr};
 use crate::tir::semantics::Interval;
 use crate::tir::types::{BufferId, VarId};
-
-/// Largest magnitude of a coefficient or constant of an affine form.
-const LIN_BOUND: i128 = 1 << 96;
+use crate::tir::visit::deep;
 
 /// An atom of an affine form.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -38,86 +37,42 @@ pub(super) enum Atom {
     Other(String),
 }
 
-/// `sum(coef * atom) + k`; not `exact` when a coefficient left ±[`LIN_BOUND`] (the
-/// form then means nothing and is replaced by an opaque atom).
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct Lin {
-    terms: BTreeMap<Atom, i128>,
-    k: i128,
-    exact: bool,
-}
-
-fn bounded(v: Option<i128>) -> Option<i128> {
-    v.filter(|v| v.abs() <= LIN_BOUND)
-}
-
-impl Lin {
-    fn constant(k: i128) -> Lin {
-        Lin {
-            terms: BTreeMap::new(),
-            k,
-            exact: k.abs() <= LIN_BOUND,
+impl fmt::Display for Atom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Atom::Var(v) => write!(f, "v{}", v.0),
+            Atom::Lane(n) => write!(f, "lane{n}"),
+            Atom::Other(k) => write!(f, "<{k}>"),
         }
-    }
-
-    fn atom(a: Atom) -> Lin {
-        Lin {
-            terms: BTreeMap::from([(a, 1)]),
-            k: 0,
-            exact: true,
-        }
-    }
-
-    fn add_scaled(mut self, o: &Lin, s: i128) -> Lin {
-        self.exact &= o.exact;
-        for (a, c) in &o.terms {
-            let e = self.terms.entry(a.clone()).or_insert(0);
-            match bounded(c.checked_mul(s).and_then(|x| e.checked_add(x))) {
-                Some(v) => *e = v,
-                None => {
-                    self.exact = false;
-                    *e = 0;
-                }
-            }
-            if *e == 0 {
-                self.terms.remove(a);
-            }
-        }
-        match bounded(o.k.checked_mul(s).and_then(|x| self.k.checked_add(x))) {
-            Some(v) => self.k = v,
-            None => self.exact = false,
-        }
-        self
-    }
-
-    fn scale(&self, s: i128) -> Lin {
-        Lin::constant(0).add_scaled(self, s)
-    }
-
-    fn as_const(&self) -> Option<i128> {
-        self.terms.is_empty().then_some(self.k)
-    }
-
-    fn key(&self) -> String {
-        let mut s = String::new();
-        for (a, c) in &self.terms {
-            let name = match a {
-                Atom::Var(v) => format!("v{}", v.0),
-                Atom::Lane(n) => format!("lane{n}"),
-                Atom::Other(k) => format!("<{k}>"),
-            };
-            s.push_str(&format!("{c}*{name}+"));
-        }
-        s.push_str(&self.k.to_string());
-        s
     }
 }
 
-/// `terms in range` holds here.
+/// The affine form of an integer expression; `None` when a coefficient left
+/// [`crate::tir::affine::BOUND`] (the form then means nothing and is replaced by an
+/// opaque atom).
+pub(super) type Lin = Option<Affine<Atom>>;
+
+/// A form of terms only (constant 0): `terms in range` holds here.
 #[derive(Clone, Debug)]
 pub(super) struct Fact {
-    terms: BTreeMap<Atom, i128>,
+    terms: Affine<Atom>,
     range: Interval,
+}
+
+fn constant(k: i128) -> Lin {
+    Affine::constant(k)
+}
+
+fn atom(a: Atom) -> Lin {
+    Some(Affine::atom(a))
+}
+
+fn add_scaled(a: &Lin, b: &Lin, s: i128) -> Lin {
+    a.as_ref()?.add_scaled(b.as_ref()?, s)
+}
+
+fn as_const(l: &Lin) -> Option<i128> {
+    l.as_ref()?.as_const()
 }
 
 /// The address of an expression node, to recognise it again within one proof.
@@ -128,6 +83,10 @@ fn node(e: &Expr) -> usize {
 impl Verifier<'_> {
     /// Checks every load inside `e` (already type checked).
     pub(super) fn bounds_expr(&mut self, e: &Expr) {
+        deep(|| self.bounds_expr_on_stack(e))
+    }
+
+    fn bounds_expr_on_stack(&mut self, e: &Expr) {
         if !self.reachable {
             return;
         }
@@ -230,12 +189,8 @@ impl Verifier<'_> {
         }
     }
 
-    fn box_range(&self, lin: &Lin) -> Interval {
-        let mut r = Interval::point(lin.k);
-        for (a, c) in &lin.terms {
-            r = r.add(self.atom_range(a).scale(*c));
-        }
-        r
+    fn box_range(&self, lin: &Affine<Atom>) -> Interval {
+        lin.range(|a| self.atom_range(a))
     }
 
     /// The range of `lin` here: its box, narrowed by the facts that match parts of it.
@@ -243,9 +198,9 @@ impl Verifier<'_> {
     /// what remains (all facts hold at once, so `s1*T1 + s2*T2 + rest` lies in
     /// `s1*R1 + s2*R2 + box(rest)`); the tightest result wins.
     pub(super) fn lin_range(&self, lin: &Lin) -> Interval {
-        if !lin.exact {
+        let Some(lin) = lin else {
             return Interval::full();
-        }
+        };
         let mut r = self.box_range(lin);
         for first in 0..self.facts.len() {
             if let Some(cand) = self.fact_chain_range(lin, first) {
@@ -257,21 +212,21 @@ impl Verifier<'_> {
 
     /// The range of `lin` with fact `first` applied first and then every further fact
     /// that matches the remainder; `None` if `first` does not match `lin`.
-    fn fact_chain_range(&self, lin: &Lin, first: usize) -> Option<Interval> {
+    fn fact_chain_range(&self, lin: &Affine<Atom>, first: usize) -> Option<Interval> {
         let mut used = vec![first];
         let f = &self.facts[first];
-        let s = match_scale(&f.terms, &lin.terms)?;
+        let s = match_scale(&f.terms, lin)?;
         let mut acc = f.range.scale(s);
-        let mut rest = remove_scaled(lin, &f.terms, s);
+        let mut rest = lin.add_scaled(&f.terms, -s)?;
         while let Some((j, s)) = self.facts.iter().enumerate().find_map(|(j, g)| {
             if used.contains(&j) {
                 return None;
             }
-            match_scale(&g.terms, &rest.terms).map(|s| (j, s))
+            match_scale(&g.terms, &rest).map(|s| (j, s))
         }) {
             let g = &self.facts[j];
             acc = acc.add(g.range.scale(s));
-            rest = remove_scaled(&rest, &g.terms, s);
+            rest = rest.add_scaled(&g.terms, -s)?;
             used.push(j);
         }
         Some(acc.add(self.box_range(&rest)))
@@ -281,13 +236,13 @@ impl Verifier<'_> {
     fn other(&mut self, key: String, r: Interval) -> Lin {
         let old = self.atom_ranges.insert(key.clone(), r);
         self.atom_log.push((key.clone(), old));
-        Lin::atom(Atom::Other(key))
+        atom(Atom::Other(key))
     }
 
     /// `lin` if its range fits dtype `d` (so the code computes it without wrapping);
     /// otherwise an opaque atom over all of `d`, and `e` is noted as possibly wrapping.
     fn fit(&mut self, e: &Expr, lin: Lin, d: DType) -> Lin {
-        if lin.exact && self.lin_range(&lin).within(Interval::of_dtype(d)) {
+        if lin.is_some() && self.lin_range(&lin).within(Interval::of_dtype(d)) {
             return lin;
         }
         self.wraps.push(node(e));
@@ -326,9 +281,13 @@ impl Verifier<'_> {
 
     /// The affine form and the dtype of an integer or bool expression.
     fn norm(&mut self, e: &Expr) -> Option<(Lin, DType)> {
+        deep(|| self.norm_on_stack(e))
+    }
+
+    fn norm_on_stack(&mut self, e: &Expr) -> Option<(Lin, DType)> {
         Some(match e {
-            Expr::Int { value, dtype } => (Lin::constant(*value as i128), *dtype),
-            Expr::Bool(b) => (Lin::constant(*b as i128), DType::Bool),
+            Expr::Int { value, dtype } => (constant(*value as i128), *dtype),
+            Expr::Bool(b) => (constant(*b as i128), DType::Bool),
             Expr::Float { .. } => return None,
             Expr::Var(v) => {
                 let d = self.func.var(*v)?.ty.dtype;
@@ -337,7 +296,7 @@ impl Verifier<'_> {
                 }
                 let lin = match self.let_forms.get(v) {
                     Some(l) => l.clone(),
-                    None => Lin::atom(Atom::Var(*v)),
+                    None => atom(Atom::Var(*v)),
                 };
                 (lin, d)
             }
@@ -377,13 +336,13 @@ impl Verifier<'_> {
             } => {
                 let (b, d) = self.norm(base)?;
                 let (s, _) = self.norm(stride)?;
-                let lin = match s.as_const() {
-                    Some(c) => b.add_scaled(&Lin::atom(Atom::Lane(*lanes)), c),
+                let lin = match as_const(&s) {
+                    Some(c) => add_scaled(&b, &atom(Atom::Lane(*lanes)), c),
                     None => {
                         let span = self.lin_range(&s).mul(Interval::new(0, *lanes as i128 - 1));
                         let r = self.lin_range(&b).add(span);
                         if !r.within(Interval::of_dtype(d)) {
-                            return Some((self.fit(e, Lin::constant(0).unexact(), d), d));
+                            return Some((self.fit(e, None, d), d));
                         }
                         let key = self.printer.expr(e);
                         self.other(key, r)
@@ -429,30 +388,32 @@ impl Verifier<'_> {
     /// The form of `a op b` (arithmetic, operands of dtype `d`).
     fn arith(&mut self, e: &Expr, op: BinOp, a: Lin, b: Lin, d: DType) -> Lin {
         match op {
-            BinOp::Add => self.fit(e, a.add_scaled(&b, 1), d),
-            BinOp::Sub => self.fit(e, a.add_scaled(&b, -1), d),
-            BinOp::Mul => match (a.as_const(), b.as_const()) {
-                (_, Some(c)) => self.fit(e, a.scale(c), d),
-                (Some(c), _) => self.fit(e, b.scale(c), d),
-                _ => {
-                    let r = self.lin_range(&a).mul(self.lin_range(&b));
-                    if !(a.exact && b.exact && r.within(Interval::of_dtype(d))) {
-                        return self.fit(e, Lin::constant(0).unexact(), d);
-                    }
-                    let (ka, kb) = (a.key(), b.key());
-                    let key = if ka <= kb {
-                        format!("({ka})*({kb})")
-                    } else {
-                        format!("({kb})*({ka})")
-                    };
-                    self.other(key, r)
+            BinOp::Add => self.fit(e, add_scaled(&a, &b, 1), d),
+            BinOp::Sub => self.fit(e, add_scaled(&a, &b, -1), d),
+            BinOp::Mul => {
+                let (Some(fa), Some(fb)) = (&a, &b) else {
+                    return self.fit(e, None, d);
+                };
+                if fa.as_const().is_some() || fb.as_const().is_some() {
+                    return self.fit(e, fa.mul(fb), d);
                 }
-            },
+                let r = self.lin_range(&a).mul(self.lin_range(&b));
+                if !r.within(Interval::of_dtype(d)) {
+                    return self.fit(e, None, d);
+                }
+                let (ka, kb) = (fa.to_string(), fb.to_string());
+                let key = if ka <= kb {
+                    format!("({ka})*({kb})")
+                } else {
+                    format!("({kb})*({ka})")
+                };
+                self.other(key, r)
+            }
             BinOp::FloorDiv | BinOp::Div | BinOp::FloorMod
-                if b.as_const().is_some_and(|c| c > 0) =>
+                if as_const(&b).is_some_and(|c| c > 0) =>
             {
-                let c = b.as_const().unwrap_or(1);
-                self.div_by_const(op, a, c)
+                let c = as_const(&b).unwrap_or(1);
+                self.div_by_const(e, op, a, c)
             }
             BinOp::Min | BinOp::Max => {
                 let (ra, rb) = (self.lin_range(&a), self.lin_range(&b));
@@ -461,10 +422,16 @@ impl Verifier<'_> {
                 } else {
                     ra.max(rb)
                 };
-                let (ka, kb) = (a.key(), b.key());
-                let (ka, kb) = if ka <= kb { (ka, kb) } else { (kb, ka) };
-                let name = if op == BinOp::Min { "min" } else { "max" };
-                self.other(format!("{name}({ka},{kb})"), r)
+                let key = match (&a, &b) {
+                    (Some(fa), Some(fb)) => {
+                        let (ka, kb) = (fa.to_string(), fb.to_string());
+                        let (ka, kb) = if ka <= kb { (ka, kb) } else { (kb, ka) };
+                        let name = if op == BinOp::Min { "min" } else { "max" };
+                        format!("{name}({ka},{kb})")
+                    }
+                    _ => self.printer.expr(e),
+                };
+                self.other(key, r)
             }
             _ => {
                 // Division by a variable or a non-positive constant: any value of `d`.
@@ -474,36 +441,36 @@ impl Verifier<'_> {
         }
     }
 
-    /// `a / c`, `floordiv(a, c)` or `floormod(a, c)` for a constant `c > 0`; `a` is
-    /// exact, so the simplifications hold for the run-time values.
-    fn div_by_const(&mut self, op: BinOp, a: Lin, c: i128) -> Lin {
+    /// `a / c`, `floordiv(a, c)` or `floormod(a, c)` (node `e`) for a constant `c > 0`;
+    /// the simplifications only see an exact `a`, so they hold for the run-time values.
+    fn div_by_const(&mut self, e: &Expr, op: BinOp, a: Lin, c: i128) -> Lin {
         let ra = self.lin_range(&a);
-        let divisible = a.terms.values().all(|t| t % c == 0);
         let floor_like = op != BinOp::Div || ra.lo().is_some_and(|lo| lo >= 0);
         let q = |x: i128| x.div_euclid(c);
+        let Some(fa) = a else {
+            let r = match op {
+                BinOp::FloorMod => Interval::new(0, c - 1),
+                _ if floor_like => ra.floordiv(c),
+                _ => ra.truncdiv(c),
+            };
+            let key = self.printer.expr(e);
+            return self.other(key, r);
+        };
+        let quotient = fa.div_terms_exact(c);
         match op {
             BinOp::FloorMod => {
-                if divisible {
-                    Lin::constant(a.k.rem_euclid(c))
+                if quotient.is_some() {
+                    constant(fa.k().rem_euclid(c))
                 } else if let (Some(lo), Some(hi)) = (ra.lo(), ra.hi())
                     && !ra.is_empty()
                     && q(lo) == q(hi)
                 {
-                    a.add_scaled(&Lin::constant(q(lo) * c), -1)
+                    add_scaled(&Some(fa), &constant(q(lo) * c), -1)
                 } else {
-                    self.other(
-                        format!("floormod({},{c})", a.key()),
-                        Interval::new(0, c - 1),
-                    )
+                    self.other(format!("floormod({fa},{c})"), Interval::new(0, c - 1))
                 }
             }
-            _ if floor_like && divisible => {
-                let mut l = Lin::constant(q(a.k));
-                for (t, k) in &a.terms {
-                    l.terms.insert(t.clone(), k / c);
-                }
-                l
-            }
+            _ if floor_like && quotient.is_some() => quotient.and_then(|l| l.with_k(q(fa.k()))),
             _ => {
                 let r = if floor_like {
                     ra.floordiv(c)
@@ -511,7 +478,7 @@ impl Verifier<'_> {
                     ra.truncdiv(c)
                 };
                 let name = if op == BinOp::Div { "div" } else { "floordiv" };
-                self.other(format!("{name}({},{c})", a.key()), r)
+                self.other(format!("{name}({fa},{c})"), r)
             }
         }
     }
@@ -560,12 +527,11 @@ impl Verifier<'_> {
                 if dtype == DType::U64 {
                     return;
                 }
-                let d = a.add_scaled(&b, -1);
-                if !d.exact {
+                let Some(d) = add_scaled(&a, &b, -1) else {
                     return;
-                }
+                };
                 // terms + k OP 0
-                let k = d.k;
+                let k = d.k();
                 let range = match op {
                     BinOp::Lt => Interval::at_most(-k - 1),
                     BinOp::Le => Interval::at_most(-k),
@@ -574,38 +540,40 @@ impl Verifier<'_> {
                     BinOp::Eq => Interval::point(-k),
                     _ => return,
                 };
-                self.add_fact(d.terms, range);
+                if let Some(terms) = d.with_k(0) {
+                    self.add_fact(terms, range);
+                }
             }
             _ => {}
         }
     }
 
-    fn add_fact(&mut self, mut terms: BTreeMap<Atom, i128>, range: Interval) {
-        if terms.is_empty() {
+    /// Adds the fact `terms in range` (`terms` has constant 0).
+    fn add_fact(&mut self, terms: Affine<Atom>, range: Interval) {
+        let Some(&(_, first)) = terms.terms().first() else {
             if !range.contains(0) {
                 self.reachable = false;
             }
             return;
-        }
-        // Canonical form: divide by the gcd, first coefficient positive.
-        let g = terms.values().fold(0i128, |g, &c| gcd(g, c.abs()));
-        let first = terms.values().next().copied().unwrap_or(1);
-        let g = if first < 0 { -g } else { g };
-        for c in terms.values_mut() {
-            *c /= g;
-        }
-        let range = range.div_exact(g);
-        let lin = Lin {
-            terms: terms.clone(),
-            k: 0,
-            exact: true,
         };
-        if self.lin_range(&lin).intersect(range).is_empty() {
+        // Canonical form: divide by the gcd, first coefficient positive.
+        let g = terms
+            .terms()
+            .iter()
+            .fold(0i128, |g, &(_, c)| gcd(g, c.abs()));
+        let g = if first < 0 { -g } else { g };
+        let Some(terms) = terms.div_terms_exact(g) else {
+            return;
+        };
+        let range = range.div_exact(g);
+        if self
+            .lin_range(&Some(terms.clone()))
+            .intersect(range)
+            .is_empty()
+        {
             self.reachable = false;
         }
-        if terms.len() == 1
-            && let Some((Atom::Var(v), c)) = terms.iter().next()
-        {
+        if let [(Atom::Var(v), c)] = terms.terms() {
             let own = range.div_exact(*c);
             let cur = self.atom_range(&Atom::Var(*v));
             self.ranges[v.index()] = Some(cur.intersect(own));
@@ -614,40 +582,21 @@ impl Verifier<'_> {
     }
 }
 
-impl Lin {
-    /// This form marked as meaningless (its value is not known exactly).
-    fn unexact(mut self) -> Lin {
-        self.exact = false;
-        self
-    }
-}
-
 fn gcd(a: i128, b: i128) -> i128 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-/// `lin - s * terms`.
-fn remove_scaled(lin: &Lin, terms: &BTreeMap<Atom, i128>, s: i128) -> Lin {
-    lin.clone().add_scaled(
-        &Lin {
-            terms: terms.clone(),
-            k: 0,
-            exact: true,
-        },
-        -s,
-    )
-}
-
 /// `s` such that `index` contains `s * fact` term by term, if any.
-fn match_scale(fact: &BTreeMap<Atom, i128>, index: &BTreeMap<Atom, i128>) -> Option<i128> {
-    let (a0, c0) = fact.iter().next()?;
-    let i0 = *index.get(a0)?;
-    if i0 % c0 != 0 {
+fn match_scale(fact: &Affine<Atom>, index: &Affine<Atom>) -> Option<i128> {
+    let (a0, c0) = fact.terms().first()?;
+    let i0 = index.coeff(a0);
+    if i0 == 0 || i0 % c0 != 0 {
         return None;
     }
     let s = i0 / c0;
-    fact.iter()
-        .all(|(a, c)| c.checked_mul(s).is_some_and(|cs| index.get(a) == Some(&cs)))
+    fact.terms()
+        .iter()
+        .all(|(a, c)| c.checked_mul(s).is_some_and(|cs| index.coeff(a) == cs))
         .then_some(s)
 }
 

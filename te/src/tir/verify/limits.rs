@@ -9,6 +9,7 @@ use super::VerifyError;
 use crate::tir::func::PrimFunc;
 use crate::tir::stmt::Stmt;
 use crate::tir::types::Scope;
+use crate::tir::visit::deep;
 
 /// The limits a kernel is verified against. The defaults fit every zoo model with room
 /// (the largest zoo kernel runs about 5.0e8 iterations, and one allocates 841 KiB of
@@ -45,7 +46,7 @@ impl Limits {
 
 /// The loop iterations `s` runs (saturating).
 pub fn iterations(s: &Stmt) -> u128 {
-    match s {
+    deep(|| match s {
         Stmt::For { extent, body, .. } => {
             (*extent).max(0) as u128 * iterations(body).saturating_add(1)
         }
@@ -56,17 +57,18 @@ pub fn iterations(s: &Stmt) -> u128 {
             .children()
             .iter()
             .fold(0u128, |acc, c| acc.saturating_add(iterations(c))),
-    }
+    })
 }
 
 /// The most bytes of local and shared buffers of `f` allocated at once inside `s`.
 pub fn local_bytes(f: &PrimFunc, s: &Stmt) -> u128 {
-    let inner = s
-        .children()
-        .iter()
-        .map(|c| local_bytes(f, c))
-        .max()
-        .unwrap_or(0);
+    let inner = deep(|| {
+        s.children()
+            .iter()
+            .map(|c| local_bytes(f, c))
+            .max()
+            .unwrap_or(0)
+    });
     match s {
         Stmt::Allocate { buffer, .. } => {
             let own = f

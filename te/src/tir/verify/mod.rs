@@ -34,7 +34,7 @@
 //!   own range. Code under contradictory facts (or in an empty loop) is unreachable and
 //!   not bounds-checked.
 //!
-//!   The proof is sound under wrapping integer semantics (module [`bounds`]): an
+//!   The proof is sound under wrapping integer semantics (module `bounds`): an
 //!   operation that may wrap is modelled as ranging over its whole dtype, and one on
 //!   the affine spine of an index is refused.
 //! - **Limits** (module [`limits`], [`Limits`]): the total number of loop iterations
@@ -61,6 +61,7 @@ use super::printer::Printer;
 use super::semantics::{Interval, int_range};
 use super::stmt::{ForKind, Stmt, ThreadAxis};
 use super::types::{BufferId, Scope, ValueType, VarId};
+use super::visit::deep;
 use crate::error::{Error, Result};
 use bounds::{Fact, Lin};
 pub use limits::Limits;
@@ -280,6 +281,10 @@ impl<'a> Verifier<'a> {
     }
 
     fn stmt(&mut self, s: &Stmt) {
+        deep(|| self.stmt_on_stack(s))
+    }
+
+    fn stmt_on_stack(&mut self, s: &Stmt) {
         match s {
             Stmt::Seq(v) => v.iter().for_each(|c| self.stmt(c)),
             Stmt::For {
@@ -564,6 +569,10 @@ impl<'a> Verifier<'a> {
     }
 
     fn ty(&mut self, e: &Expr) -> Option<ValueType> {
+        deep(|| self.ty_on_stack(e))
+    }
+
+    fn ty_on_stack(&mut self, e: &Expr) -> Option<ValueType> {
         let show = |v: &Self| v.printer.expr(e);
         match e {
             Expr::Int { value, dtype } => {

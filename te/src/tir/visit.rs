@@ -1,0 +1,282 @@
+//! The one statement/expression walker of the loop IR, in the style of TVM's
+//! `StmtExprVisitor` / `StmtExprMutator`: a read-only [`Visitor`] and an in-place
+//! [`Mutator`], each with default methods that walk every child, so a pass overrides only
+//! the nodes it cares about and calls [`walk_stmt`] / [`walk_expr`] (or
+//! [`walk_stmt_mut`] / [`walk_expr_mut`]) to continue into the children.
+//!
+//! Order: a statement's own expressions first (a store's indices then its value, an
+//! `if`'s condition, a `let`'s value), then its child statements in order; an
+//! expression's operands left to right.
+//!
+//! Deep programs are legal (a long `select` chain, a nest built by a program rather than
+//! the parser), so the walks never overflow the stack: each step runs under [`deep`],
+//! which moves the recursion onto a fresh heap-allocated stack segment when the current
+//! one runs low (the `stacker` crate, as rustc does).
+
+use std::collections::HashMap;
+
+use super::expr::Expr;
+use super::stmt::Stmt;
+use super::types::VarId;
+
+/// Runs `f`, first growing the stack if less than 64 KiB of it is left (1 MiB segments).
+/// Every recursive walk over the loop IR goes through this.
+#[inline]
+pub fn deep<R>(f: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(64 * 1024, 1024 * 1024, f)
+}
+
+/// A read-only walk over statements and expressions (see the module doc).
+pub trait Visitor {
+    /// Visits a statement; the default visits its expressions and children.
+    fn visit_stmt(&mut self, s: &Stmt) {
+        walk_stmt(self, s)
+    }
+
+    /// Visits an expression; the default visits its operands.
+    fn visit_expr(&mut self, e: &Expr) {
+        walk_expr(self, e)
+    }
+}
+
+/// Visits the expressions and child statements of `s`.
+pub fn walk_stmt<V: Visitor + ?Sized>(v: &mut V, s: &Stmt) {
+    deep(|| match s {
+        Stmt::For { body, .. } | Stmt::Allocate { body, .. } => v.visit_stmt(body),
+        Stmt::Store { indices, value, .. } => {
+            indices.iter().for_each(|i| v.visit_expr(i));
+            v.visit_expr(value);
+        }
+        Stmt::If { cond, then, else_ } => {
+            v.visit_expr(cond);
+            v.visit_stmt(then);
+            if let Some(e) = else_ {
+                v.visit_stmt(e);
+            }
+        }
+        Stmt::Let { value, body, .. } => {
+            v.visit_expr(value);
+            v.visit_stmt(body);
+        }
+        Stmt::Seq(stmts) => stmts.iter().for_each(|c| v.visit_stmt(c)),
+        Stmt::Barrier => {}
+    })
+}
+
+/// Visits the operands of `e`.
+pub fn walk_expr<V: Visitor + ?Sized>(v: &mut V, e: &Expr) {
+    deep(|| match e {
+        Expr::Int { .. } | Expr::Float { .. } | Expr::Bool(_) | Expr::Var(_) => {}
+        Expr::Load { indices, .. } => indices.iter().for_each(|i| v.visit_expr(i)),
+        Expr::Call { args, .. } => args.iter().for_each(|a| v.visit_expr(a)),
+        Expr::Binary { lhs, rhs, .. } => {
+            v.visit_expr(lhs);
+            v.visit_expr(rhs);
+        }
+        Expr::Ramp { base, stride, .. } => {
+            v.visit_expr(base);
+            v.visit_expr(stride);
+        }
+        Expr::Select { cond, then, else_ } => {
+            v.visit_expr(cond);
+            v.visit_expr(then);
+            v.visit_expr(else_);
+        }
+        Expr::Not(x) | Expr::Cast { value: x, .. } | Expr::Broadcast { value: x, .. } => {
+            v.visit_expr(x)
+        }
+    })
+}
+
+/// An in-place rewrite of statements and expressions (see the module doc): an override
+/// replaces `*s` / `*e` and may walk the children before or after.
+pub trait Mutator {
+    /// Rewrites a statement; the default rewrites its expressions and children.
+    fn mutate_stmt(&mut self, s: &mut Stmt) {
+        walk_stmt_mut(self, s)
+    }
+
+    /// Rewrites an expression; the default rewrites its operands.
+    fn mutate_expr(&mut self, e: &mut Expr) {
+        walk_expr_mut(self, e)
+    }
+}
+
+/// Rewrites the expressions and child statements of `s`.
+pub fn walk_stmt_mut<M: Mutator + ?Sized>(m: &mut M, s: &mut Stmt) {
+    deep(|| match s {
+        Stmt::For { body, .. } | Stmt::Allocate { body, .. } => m.mutate_stmt(body),
+        Stmt::Store { indices, value, .. } => {
+            indices.iter_mut().for_each(|i| m.mutate_expr(i));
+            m.mutate_expr(value);
+        }
+        Stmt::If { cond, then, else_ } => {
+            m.mutate_expr(cond);
+            m.mutate_stmt(then);
+            if let Some(e) = else_ {
+                m.mutate_stmt(e);
+            }
+        }
+        Stmt::Let { value, body, .. } => {
+            m.mutate_expr(value);
+            m.mutate_stmt(body);
+        }
+        Stmt::Seq(stmts) => stmts.iter_mut().for_each(|c| m.mutate_stmt(c)),
+        Stmt::Barrier => {}
+    })
+}
+
+/// Rewrites the operands of `e`.
+pub fn walk_expr_mut<M: Mutator + ?Sized>(m: &mut M, e: &mut Expr) {
+    deep(|| match e {
+        Expr::Int { .. } | Expr::Float { .. } | Expr::Bool(_) | Expr::Var(_) => {}
+        Expr::Load { indices, .. } => indices.iter_mut().for_each(|i| m.mutate_expr(i)),
+        Expr::Call { args, .. } => args.iter_mut().for_each(|a| m.mutate_expr(a)),
+        Expr::Binary { lhs, rhs, .. } => {
+            m.mutate_expr(lhs);
+            m.mutate_expr(rhs);
+        }
+        Expr::Ramp { base, stride, .. } => {
+            m.mutate_expr(base);
+            m.mutate_expr(stride);
+        }
+        Expr::Select { cond, then, else_ } => {
+            m.mutate_expr(cond);
+            m.mutate_expr(then);
+            m.mutate_expr(else_);
+        }
+        Expr::Not(x) | Expr::Cast { value: x, .. } | Expr::Broadcast { value: x, .. } => {
+            m.mutate_expr(x)
+        }
+    })
+}
+
+/// Replaces every use of a variable in `m` by its expression, in place.
+pub struct Substitute<'a>(pub &'a HashMap<VarId, Expr>);
+
+impl Mutator for Substitute<'_> {
+    fn mutate_expr(&mut self, e: &mut Expr) {
+        if let Expr::Var(v) = e {
+            if let Some(r) = self.0.get(v) {
+                *e = r.clone();
+            }
+            return;
+        }
+        walk_expr_mut(self, e)
+    }
+}
+
+/// Calls `f` on every statement of `s` (itself included), parents first.
+pub fn for_each_stmt(s: &Stmt, f: impl FnMut(&Stmt)) {
+    struct Each<F>(F);
+    impl<F: FnMut(&Stmt)> Visitor for Each<F> {
+        fn visit_stmt(&mut self, s: &Stmt) {
+            (self.0)(s);
+            walk_stmt(self, s)
+        }
+        fn visit_expr(&mut self, _: &Expr) {}
+    }
+    Each(f).visit_stmt(s)
+}
+
+/// Calls `f` on every expression of `s` (sub-expressions included), parents first.
+pub fn for_each_expr_in_stmt(s: &Stmt, f: impl FnMut(&Expr)) {
+    ExprEach(f).visit_stmt(s)
+}
+
+/// Calls `f` on `e` and every sub-expression, parents first.
+pub fn for_each_expr(e: &Expr, f: impl FnMut(&Expr)) {
+    ExprEach(f).visit_expr(e)
+}
+
+struct ExprEach<F>(F);
+
+impl<F: FnMut(&Expr)> Visitor for ExprEach<F> {
+    fn visit_expr(&mut self, e: &Expr) {
+        (self.0)(e);
+        walk_expr(self, e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `select` chain far deeper than the default thread stack could recurse.
+    fn deep_chain(n: usize) -> Expr {
+        let mut e = Expr::int(0);
+        for k in 0..n {
+            e = Expr::select(Expr::Var(VarId(0)).lt(k as i32), Expr::int(k as i32), e);
+        }
+        e
+    }
+
+    #[test]
+    fn deep_expressions_walk_without_overflow() {
+        let n = 200_000;
+        // A 64 KiB thread stack would overflow at a few hundred frames of plain recursion.
+        let count = std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let mut e = deep_chain(n);
+                let mut count = 0usize;
+                for_each_expr(&e, |_| count += 1);
+                struct Bump;
+                impl Mutator for Bump {
+                    fn mutate_expr(&mut self, e: &mut Expr) {
+                        if let Expr::Int { value, .. } = e {
+                            *value += 1;
+                        }
+                        walk_expr_mut(self, e)
+                    }
+                }
+                Bump.mutate_expr(&mut e);
+                let mut ints = 0i64;
+                for_each_expr(&e, |x| ints += x.as_int().unwrap_or(0));
+                // Dropping the chain recursively would overflow this small stack:
+                // take it apart link by link.
+                while let Expr::Select { else_, .. } = e {
+                    e = *else_;
+                }
+                (count, ints)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        // Per level: select, lt, var, int (the bound), int (the value); plus the leaf.
+        assert_eq!(count.0, 5 * n + 1);
+        // Every int went up by one: sum(k) + sum(k) + n levels * 2 + leaf 1.
+        let n = n as i64;
+        assert_eq!(count.1, (n - 1) * n + 2 * n + 1);
+    }
+
+    #[test]
+    fn statements_are_walked_in_order() {
+        let (i, b) = (VarId(0), crate::tir::BufferId(0));
+        let s = Stmt::serial(
+            i,
+            0,
+            4,
+            Stmt::seq([
+                Stmt::store(b, [Expr::from(i)], 1.0f32),
+                Stmt::if_then(Expr::from(i).lt(2), Stmt::Barrier),
+            ]),
+        );
+        let mut kinds = vec![];
+        for_each_stmt(&s, |s| {
+            kinds.push(match s {
+                Stmt::For { .. } => "for",
+                Stmt::Seq(_) => "seq",
+                Stmt::Store { .. } => "store",
+                Stmt::If { .. } => "if",
+                Stmt::Barrier => "barrier",
+                _ => "other",
+            })
+        });
+        assert_eq!(kinds, ["for", "seq", "store", "if", "barrier"]);
+        let mut exprs = 0;
+        for_each_expr_in_stmt(&s, |_| exprs += 1);
+        // store: index i, value 1.0; if: lt, i, 2.
+        assert_eq!(exprs, 5);
+    }
+}
