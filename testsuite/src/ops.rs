@@ -94,7 +94,7 @@ impl Backend {
     pub fn unsupported_in(&self, m: &Module) -> Option<(String, DType)> {
         match self {
             Backend::Tir(_) => None,
-            Backend::Exec(b) => b.unsupported_in(&crate::graphs::ops_of(m)),
+            Backend::Exec(b) => b.unsupported_in(&crate::graphs::uses_of(m)),
         }
     }
 }

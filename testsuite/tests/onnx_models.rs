@@ -115,7 +115,7 @@ fn check_model(dir: &Path, name: &str) {
     );
     // The registry's backends: the PTX interpreter (the suites' `cuda` without a GPU)
     // would take hours on a 224x224 ResNet; `tests/cuda.rs` checks CIFAR-sized models.
-    let uses = kiln_testsuite::graphs::ops_of(&module);
+    let uses = kiln_testsuite::graphs::uses_of(&module);
     for backend in exec_backends_of(&Registry::builtin()) {
         let b = &backend.name;
         // What a backend declares unsupported is skipped and said, never passed.
