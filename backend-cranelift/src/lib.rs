@@ -30,6 +30,7 @@
 //! Depends on `kiln-te`, `kiln-executor` and `kiln-ir` only.
 
 pub mod codegen;
+pub mod microkernel;
 mod pool;
 mod promote;
 mod runtime;
@@ -84,6 +85,7 @@ impl CraneliftBackend {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         let opts = codegen::Options {
             fma: target.option("fma") != Some("0"),
+            isa: microkernel::Isa::require(target.option("isa")).map_err(Error::Unsupported)?,
         };
         let compiled = codegen::compile(kernels, opts)?;
         let pool = Pool::new(threads)

@@ -101,6 +101,10 @@ impl Visitor for Walk<'_> {
                 }
                 walk_stmt(self, s);
             }
+            // A micro-kernel reads and writes its operands in memory.
+            Stmt::MicroKernel(call) if call.operands.iter().any(|o| o.buffer == self.buf) => {
+                self.ok = false;
+            }
             _ => walk_stmt(self, s),
         }
     }

@@ -83,6 +83,7 @@ pub(crate) enum Host {
     F16Round,
     F16Load,
     F16Store,
+    Gemm,
     /// An `f64` (float64 is computed in f64) function.
     F64(Math64),
     /// An f32 value rounded to bfloat16 (ties to even), as an f32.
@@ -148,7 +149,7 @@ impl Host {
     }
 
     /// Every host function but the [`Trig`] family.
-    const FIXED: [Host; 23] = [
+    const FIXED: [Host; 24] = [
         Host::ParallelFor,
         Host::Fail,
         Host::Alloc,
@@ -172,6 +173,7 @@ impl Host {
         Host::Bf16Store,
         Host::F16FromF64,
         Host::Bf16FromF64,
+        Host::Gemm,
     ];
 
     /// The symbol name.
@@ -201,6 +203,7 @@ impl Host {
             Host::F16FromF64 => "kiln_f16_from_f64",
             Host::Bf16FromF64 => "kiln_bf16_from_f64",
             Host::Trig(t, wide) => trig_symbol(t, wide).0,
+            Host::Gemm => "kiln_gemm",
         }
     }
 
@@ -224,6 +227,12 @@ impl Host {
             Host::F16FromF64 | Host::Bf16FromF64 => (&[F64], &[F32]),
             Host::Trig(_, false) => (&[F32], &[F32]),
             Host::Trig(_, true) => (&[F64], &[F64]),
+            Host::Gemm => (
+                &[
+                    I32, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, I64, I64, I64,
+                ],
+                &[],
+            ),
         }
     }
 
@@ -254,6 +263,7 @@ impl Host {
             Host::F16FromF64 => kiln_f16_from_f64 as *const u8,
             Host::Bf16FromF64 => kiln_bf16_from_f64 as *const u8,
             Host::Trig(t, wide) => trig_symbol(t, wide).1,
+            Host::Gemm => crate::microkernel::kiln_gemm as *const u8,
         }
     }
 }

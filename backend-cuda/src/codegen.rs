@@ -343,6 +343,13 @@ impl<'a> Gen<'a> {
                 self.vars[slot] = None;
                 Ok(())
             }
+            Stmt::MicroKernel(call) => Err(unsupported(
+                self.func,
+                format!(
+                    "microkernel {} (the GPU schedules do not tensorize)",
+                    call.kernel
+                ),
+            )),
             Stmt::Barrier => {
                 if self.guarded_depth > 0 {
                     return Err(

@@ -56,6 +56,8 @@ pub fn compile_module(kernels: &[PrimFunc], features: &Features) -> Result<Vec<S
         .iter()
         .map(|f| {
             tir::verify(f)?;
+            // Code generation handles the core loop IR only.
+            let f = &tir::legalize(f)?;
             let launches = launch::launch_roots(f)
                 .iter()
                 .map(|root| {

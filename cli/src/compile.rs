@@ -14,6 +14,7 @@ use kiln::{CompiledModule, GraphExecutor, NDArray, Registry, Resolved, TargetKin
 
 use crate::model::{self, Shapes, Source};
 use crate::progress;
+use crate::units::human_us;
 
 /// The opt level used when `--opt-level` is not given (as `tvmc compile`).
 pub const DEFAULT_OPT_LEVEL: u8 = 3;
@@ -42,7 +43,7 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// `built for interp in 12.345 ms (10 kernels)`, `loaded ...` for a file.
+    /// `built for interp in 12.3 ms (10 kernels)`, `loaded ...` for a file.
     pub fn summary(&self) -> String {
         let what = if *self.module.target().kind() == TargetKind::Ref {
             "the reference interpreter, no kernels".to_string()
@@ -51,10 +52,10 @@ impl Prepared {
             format!("{kernels} kernel{}", if kernels == 1 { "" } else { "s" })
         };
         format!(
-            "{} for {} in {:.3} ms ({what})",
+            "{} for {} in {} ({what})",
             if self.loaded { "loaded" } else { "built" },
             self.module.target(),
-            self.compile_ms,
+            human_us(self.compile_ms * 1e3),
         )
     }
 }
@@ -231,16 +232,16 @@ pub fn compile(args: &CompileArgs) -> Result<()> {
         .with_context(|| format!("cannot export {}", args.model))?;
     write_file(&args.output, &bytes)?;
     println!(
-        "compiled {} for {target} (opt-level {}) in {:.3} ms: {} kernels",
+        "compiled {} for {target} (opt-level {}) in {}: {} kernels",
         args.model,
         args.opt_level.unwrap_or(DEFAULT_OPT_LEVEL),
-        prepared.compile_ms,
+        human_us(prepared.compile_ms * 1e3),
         module.kernels().len()
     );
     let steps: Vec<String> = module
         .build_log()
         .iter()
-        .map(|(name, ms)| format!("{name} {ms:.3} ms"))
+        .map(|(name, ms)| format!("{name} {}", human_us(ms * 1e3)))
         .collect();
     println!("steps: {}", steps.join(", "));
     let report = module.memory_report();

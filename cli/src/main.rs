@@ -115,8 +115,9 @@ enum Command {
         types: bool,
         /// What to print: `graph` (the graph IR as loaded), `opt` (the graph IR after the
         /// optimizer, then a report of every pass as comments), `loop` (the loop IR of
-        /// every kernel of the optimized graph, one per fused group) or `ptx` (the CUDA
-        /// backend's PTX of those kernels on GPU schedules).
+        /// every kernel of the optimized graph, one per fused group), `ptx` (the CUDA
+        /// backend's PTX of those kernels on GPU schedules) or `spirv` (the SPIR-V
+        /// backend's modules of them, disassembled).
         #[arg(long, default_value = "graph")]
         emit: String,
         /// The target whose default schedules `--emit loop` lowers with: TARGETS (or a

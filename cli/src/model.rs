@@ -164,10 +164,10 @@ pub fn inspect(spec: &str, shapes: &Shapes, args: &InspectArgs) -> Result<()> {
                 println!("// {line}");
             }
         }
-        "loop" | "ptx" => {
+        "loop" | "ptx" | "spirv" => {
             let target: Target = args.target.parse()?;
             let schedule = match crate::compile::parse_target(&args.target) {
-                _ if args.emit == "ptx" => kiln::layers::te::topi::ScheduleKind::Gpu,
+                _ if args.emit != "loop" => kiln::layers::te::topi::ScheduleKind::Gpu,
                 Ok(kiln::Resolved {
                     target,
                     backend: Some(b),
@@ -194,6 +194,15 @@ pub fn inspect(spec: &str, shapes: &Shapes, args: &InspectArgs) -> Result<()> {
                 );
                 return Ok(());
             }
+            if args.emit == "spirv" {
+                // The SPIR-V backend's modules (one per launch), disassembled.
+                print!(
+                    "{}",
+                    kiln::layers::backend_spirv::spirv_of(&kernels)
+                        .with_context(|| format!("cannot generate SPIR-V for {spec}"))?
+                );
+                return Ok(());
+            }
             let mut out = String::new();
             for (i, k) in kernels.iter().enumerate() {
                 if i > 0 {
@@ -206,7 +215,7 @@ pub fn inspect(spec: &str, shapes: &Shapes, args: &InspectArgs) -> Result<()> {
             }
             print!("{out}");
         }
-        other => bail!("unknown --emit `{other}` (known: graph, opt, loop, ptx)"),
+        other => bail!("unknown --emit `{other}` (known: graph, opt, loop, ptx, spirv)"),
     }
     Ok(())
 }

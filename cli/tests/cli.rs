@@ -168,6 +168,15 @@ fn inspect_loop_ir_for_cpu_and_gpu() {
     );
     let kernels = gpu.matches("primfn @").count();
     assert!(ptx.matches(".entry ").count() >= kernels, "{ptx}");
+    // The SPIR-V backend's modules: one `GLCompute` entry point per launch.
+    let o = kiln(&["inspect", "zoo:mlp", "--emit", "spirv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let spirv = stdout(&o);
+    assert!(spirv.contains("OpCapability Shader"), "{spirv}");
+    assert!(
+        spirv.matches("OpEntryPoint GLCompute").count() >= kernels,
+        "{spirv}"
+    );
     // The default stays the graph IR.
     let graph = stdout(&kiln(&["inspect", "zoo:mlp"]));
     assert!(graph.contains("def @main") && !graph.contains("primfn"));

@@ -557,7 +557,8 @@ fn top_level_help_lists_commands_zoo_and_targets() {
     for model in kiln_ir::zoo::NAMES {
         assert!(help.contains(&format!("`zoo:{model}`")), "{model}: {help}");
     }
-    assert!(help.contains("Targets: ref, interp, cpu."), "{help}");
+    let targets = kiln::Registry::builtin().targets_text();
+    assert!(help.contains(&format!("Targets: {targets}.")), "{help}");
     assert!(!help.contains("TARGETS") && !help.contains("ZOO"), "{help}");
     let commands: Vec<&str> = help
         .split("Commands:\n")
@@ -616,4 +617,16 @@ fn run_times_are_shown_in_a_unit_that_fits() {
         unit == "µs" || value >= 1.0,
         "the unit fits the magnitude: {line}"
     );
+    // The build time too: `built for cpu in 13.5 ms (5 kernels)`.
+    let built = o
+        .lines()
+        .find(|l| l.starts_with("built for cpu in "))
+        .unwrap_or_else(|| panic!("no build time in {o}"));
+    let time = built["built for cpu in ".len()..]
+        .split(" (")
+        .next()
+        .unwrap();
+    let (value, unit) = time.split_once(' ').unwrap();
+    assert!(value.parse::<f64>().unwrap() > 0.0, "{built}");
+    assert!(["s", "ms", "µs"].contains(&unit), "{built}");
 }

@@ -72,7 +72,7 @@ impl TargetKind {
     pub fn options(&self) -> Option<&'static [TargetOption]> {
         match self {
             TargetKind::Ref | TargetKind::Interp => Some(&[]),
-            TargetKind::Cpu => Some(&[THREADS, FMA]),
+            TargetKind::Cpu => Some(&[THREADS, FMA, ISA]),
             TargetKind::Cuda => Some(&[ARCH, MAX_THREADS_PER_BLOCK]),
             TargetKind::Vulkan => Some(&[MAX_THREADS_PER_BLOCK, DEVICE]),
             TargetKind::Custom(_) => None,
@@ -166,6 +166,8 @@ pub enum OptionValue {
     SmArch,
     /// A device: its index, or a word of its name (`0`, `llvmpipe`).
     Device,
+    /// One of a fixed list of names.
+    OneOf(&'static [&'static str]),
 }
 
 impl OptionValue {
@@ -174,6 +176,7 @@ impl OptionValue {
             OptionValue::Int { min, max } => format!("N, {min}..={max}"),
             OptionValue::SmArch => "sm_XY".to_string(),
             OptionValue::Device => "INDEX|NAME".to_string(),
+            OptionValue::OneOf(names) => names.join("|"),
         }
     }
 
@@ -199,6 +202,10 @@ impl OptionValue {
             }
             OptionValue::Device if v.is_empty() => Err("an empty device name".into()),
             OptionValue::Device => Ok(v.to_string()),
+            OptionValue::OneOf(names) => match names.contains(&v) {
+                true => Ok(v.to_string()),
+                false => Err(format!("`{v}` is not one of {}", names.join(", "))),
+            },
         }
     }
 }
@@ -212,6 +219,11 @@ const FMA: TargetOption = TargetOption {
     name: "fma",
     value: OptionValue::Int { min: 0, max: 1 },
     doc: "fuse multiply-adds when the host has FMA (1, the default) or round each (0)",
+};
+const ISA: TargetOption = TargetOption {
+    name: "isa",
+    value: OptionValue::OneOf(&["avx512", "avx2", "sse"]),
+    doc: "the micro-kernels' vector ISA (default: the best the host runs; a level it lacks is refused at build)",
 };
 const ARCH: TargetOption = TargetOption {
     name: "arch",

@@ -27,6 +27,11 @@ use crate::registry::Registry;
 /// Builds `module` for `target` (a target string such as `cpu` or `cpu -threads=2`)
 /// with `params` bound by name, on the backend the built-in [`Registry`] names for the
 /// target. `opts` is a [`PassContext`] or just an opt level (`0..=3`).
+///
+/// A name in `params` that is no parameter of `@main` is an error; a parameter of
+/// `@main` that `params` does not name stays a graph input, to be set before each run
+/// (the executor's `run` refuses while one is unset, naming it — so a weight missing
+/// from `params` is named there).
 pub fn build(
     module: &Module,
     target: &str,

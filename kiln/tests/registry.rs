@@ -56,7 +56,11 @@ fn relu_module() -> Module {
 #[test]
 fn builtin_targets_and_refusals() {
     let r = Registry::builtin();
-    assert_eq!(r.target_names(), ["ref", "interp", "cpu"]);
+    // `vulkan` is listed where this machine has a Vulkan device.
+    let vulkan = kiln::layers::backend_spirv::VulkanBackend::probe().is_ok();
+    let mut names = vec!["ref", "interp", "cpu"];
+    names.extend(vulkan.then_some("vulkan"));
+    assert_eq!(r.target_names(), names);
     assert!(r.resolve("ref").unwrap().backend.is_none());
     let cpu = r.resolve("cpu -threads=3").unwrap();
     assert_eq!(cpu.backend.unwrap().target_kind(), TargetKind::Cpu);
@@ -66,8 +70,10 @@ fn builtin_targets_and_refusals() {
         e.contains("unknown target `tpu`") && e.contains("ref, interp, cpu"),
         "{e}"
     );
-    let e = r.resolve("vulkan").unwrap_err().to_string();
-    assert!(e.contains("`vulkan` is not built yet"), "{e}");
+    if !vulkan {
+        let e = r.resolve("vulkan").unwrap_err().to_string();
+        assert!(e.contains("`vulkan` has no device"), "{e}");
+    }
     let e = r.resolve("cpu -lanes=2").unwrap_err().to_string();
     assert!(e.contains("unknown option `-lanes`"), "{e}");
 
@@ -91,7 +97,8 @@ fn builtin_targets_and_refusals() {
 #[test]
 fn an_outside_backend_builds_exports_and_loads_under_its_own_kind() {
     let r = Registry::builtin().with(Arc::new(Renamed("toy"))).unwrap();
-    assert_eq!(r.targets_text(), "ref, interp, cpu, toy");
+    assert!(r.targets_text().starts_with("ref, interp, cpu, "));
+    assert!(r.targets_text().ends_with(", toy"));
     // Options are the backend's: declared ones are normalized, others refused.
     assert_eq!(
         r.resolve("toy -lanes=04").unwrap().target.to_string(),

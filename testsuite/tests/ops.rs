@@ -247,3 +247,26 @@ fn integer_power_with_negative_exponents_agrees_on_every_backend() {
         }
     }
 }
+
+/// The families that run on the gemm micro-kernel (dense, batch_matmul) on `cpu` at every
+/// `-isa` level this machine runs (the default run above takes the best one); a level it
+/// lacks is refused at build, naming what it has.
+#[test]
+fn gemm_families_at_every_isa_level() {
+    use kiln_backend_cranelift::microkernel::Isa;
+    let cpu = kiln_testsuite::suite::exec_backend("cpu").expect("cpu is registered");
+    for isa in Isa::ALL {
+        let mut b = cpu.clone();
+        b.target = format!("{} -isa={isa}", cpu.target).parse().unwrap();
+        b.name = format!("cpu -isa={isa}");
+        let backends = [Backend::Exec(b)];
+        for family in ["global_pool_dense_bias", "batch_matmul"] {
+            let r = op_family(family, &backends, cases());
+            match (isa.available(), r) {
+                (true, r) => r.unwrap_or_else(|e| panic!("-isa={isa}: {e}")),
+                (false, Err(e)) => assert!(e.contains("cannot run"), "-isa={isa}: {e}"),
+                (false, Ok(())) => panic!("-isa={isa} ran on a machine without it"),
+            }
+        }
+    }
+}

@@ -38,7 +38,7 @@ pub(super) fn unrolled_stores(s: &Stmt) -> Option<i64> {
             Some(unrolled_stores(then)? + e)
         }
         Stmt::Let { body, .. } => unrolled_stores(body),
-        Stmt::Allocate { .. } | Stmt::Barrier => None,
+        Stmt::Allocate { .. } | Stmt::Barrier | Stmt::MicroKernel(_) => None,
     }
 }
 
@@ -176,6 +176,7 @@ impl Cx<'_, '_> {
                 Ok(())
             }
             Stmt::Barrier => Err(self.unsupported("a barrier (GPU block synchronization)")),
+            Stmt::MicroKernel(call) => self.microkernel(call),
         }
     }
 

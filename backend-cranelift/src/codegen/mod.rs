@@ -70,6 +70,7 @@ mod exprs;
 mod interchange;
 mod loops;
 mod memory;
+mod microkernel;
 mod vector;
 
 type Result<T> = std::result::Result<T, Error>;
@@ -139,6 +140,8 @@ fn host_isa() -> Result<cranelift_codegen::isa::OwnedTargetIsa> {
 pub(crate) struct Options {
     /// Fuse `a * b + c` in f32x4 code into one rounding when the host has FMA.
     pub fma: bool,
+    /// The micro-kernels' ISA level.
+    pub isa: crate::microkernel::Isa,
 }
 
 pub(crate) fn compile(kernels: &[PrimFunc], opts: Options) -> Result<Compiled> {
@@ -217,6 +220,7 @@ pub(crate) fn compile(kernels: &[PrimFunc], opts: Options) -> Result<Compiled> {
             body_sig: &body_sig,
             name: format!("kiln_k{i}"),
             fma: opts.fma && has_fma,
+            isa: opts.isa,
         };
         ctx.func =
             Function::with_name_signature(UserFuncName::user(0, id.as_u32()), kernel_sig.clone());
@@ -283,6 +287,8 @@ struct Env<'a> {
     name: String,
     /// Whether `a * b + c` in f32x4 code becomes a fused multiply-add.
     fma: bool,
+    /// The micro-kernels' ISA level.
+    isa: crate::microkernel::Isa,
 }
 
 impl Env<'_> {

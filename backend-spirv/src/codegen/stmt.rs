@@ -79,6 +79,10 @@ impl Gen<'_> {
                 self.vars[slot] = outer;
                 Ok(())
             }
+            Stmt::MicroKernel(call) => Err(self.err(format!(
+                "microkernel {} (the GPU schedules do not tensorize)",
+                call.kernel
+            ))),
             Stmt::Barrier => {
                 if self.guarded_depth > 0 {
                     return Err(

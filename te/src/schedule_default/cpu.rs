@@ -16,13 +16,17 @@
 //!   is loaded once per tile and the tile stays in registers. (The lowering keeps a
 //!   conv2d's zero-padded input materialized on the CPU, so the hot loop has no bounds
 //!   checks.)
+//!   Dense, batch-matmul and 1×1 stride-1 conv2d whose anchor matches the gemm
+//!   micro-kernel's declaration instead take [`gemm_tiles`]: tiles of up to 16 (a
+//!   conv2d: 64) by 64 outputs, each computed by one tensorized `microkernel gemm` call.
 //! - **Every other materialized stage** (outputs and intermediates: pooling, softmax,
 //!   reductions, data movement): the innermost data axis is split and vectorized and
 //!   moved inside the reduction loops, the remaining outer data loops are fused into one
 //!   `parallel` loop.
 
 use crate::error::Result;
-use crate::te::{OpId, Schedule, Tensor};
+use crate::te::tensorize::match_gemm;
+use crate::te::{Attach, Expr, Intrin, OpId, Schedule, Tensor};
 use crate::tir::ForKind;
 use crate::topi::{Ctx, Tag};
 
@@ -85,6 +89,9 @@ pub fn generic(s: &mut Schedule, op: OpId) -> Result<()> {
 
 /// Register tiling of output `o` and its anchor `a` (see the module doc).
 fn anchored(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<()> {
+    if matches!(tag, Tag::Dense | Tag::BatchMatmul | Tag::Conv2d) && gemm_tiles(s, o, a, tag)? {
+        return Ok(());
+    }
     let data = data_leaves(s, o);
     let shape = s.graph().ops()[o.index()].shape.clone();
     let rank = data.len();
@@ -183,4 +190,73 @@ fn anchored(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<()> {
         set_kind(s, a, v, ForKind::Vectorized)?;
     }
     Ok(())
+}
+
+/// Dense, batch-matmul and 1×1 stride-1 conv2d on the gemm micro-kernel: the output
+/// tiled `tm × tn` over the anchor's `i` and `j` dimensions (every other dimension one
+/// at a time), the tiles in one `parallel` loop, the anchor computed at the tile by one
+/// tensorized call into a local tile, the epilogue vectorized along the tile axis that
+/// is contiguous in memory. `false` (nothing changed) when the
+/// anchor does not match the micro-kernel's declaration, reads an inlined stage, or
+/// `j`'s extent has no tile size dividing it.
+fn gemm_tiles(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<bool> {
+    let Ok(m) = match_gemm(s.graph(), a) else {
+        return Ok(false);
+    };
+    let inlined = m.reads.iter().any(|(r, _)| match r {
+        Expr::Read { tensor, .. } => s.stage(*tensor).is_ok_and(|st| st.attach == Attach::Inline),
+        _ => true,
+    });
+    if inlined {
+        return Ok(false);
+    }
+    let shape = s.graph().ops()[o.index()].shape.clone();
+    let [di, dj] = m.dims;
+    let tn = if shape[dj] <= 64 {
+        shape[dj]
+    } else {
+        pick(shape[dj], &[64, 48, 32, 16, 8])
+    };
+    if tn < 8 && tn != shape[dj] {
+        return Ok(false);
+    }
+    // A conv2d's `i` is an image row: whole rows up to 64.
+    let whole = if tag == Tag::Conv2d { 64 } else { 16 };
+    let tm = if shape[di] <= whole {
+        shape[di]
+    } else {
+        pick(shape[di], &[16, 8, 4, 2])
+    };
+    let data = data_leaves(s, o);
+    let (mo, mi) = split(s, o, data[di], tm)?;
+    let (no, ni) = split(s, o, data[dj], tn)?;
+    let mut outer: Vec<_> = data
+        .iter()
+        .enumerate()
+        .filter(|(d, _)| *d != di && *d != dj)
+        .map(|(_, &x)| x)
+        .collect();
+    outer.extend([mo, no]);
+    // The epilogue: the tile axis later in memory innermost, vectorized.
+    let (first, last, t_last) = if di < dj { (mi, ni, tn) } else { (ni, mi, tm) };
+    let mut order = outer.clone();
+    order.push(first);
+    let lanes = pick(t_last, &[8, 4]);
+    if lanes > 1 {
+        let (lo, li) = split(s, o, last, lanes)?;
+        order.extend([lo, li]);
+        reorder(s, o, &order)?;
+        set_kind(s, o, li, ForKind::Vectorized)?;
+    } else {
+        order.push(last);
+        reorder(s, o, &order)?;
+    }
+    let Some(p) = fuse_all(s, o, &outer)? else {
+        return Ok(false);
+    };
+    set_kind(s, o, p, ForKind::Parallel)?;
+    compute_at(s, a, o, p)?;
+    let t = s.graph().tensor(a)?;
+    s.tensorize(t, Intrin::Gemm)?;
+    Ok(true)
 }

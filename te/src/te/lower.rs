@@ -40,6 +40,7 @@ use crate::tir::{
 use super::expr::{Expr, IterKind, IterVar, ReduceKind};
 use super::graph::{Graph, OpId, OpKind, Tensor};
 use super::schedule::{Attach, Relation, Schedule};
+use super::tensorize::{self, Intrin};
 
 /// Lowers `outputs` of `graph` with the default schedule (every stage at the root,
 /// serial loops in compute order) to a kernel called `name`.
@@ -664,6 +665,9 @@ impl<'a> Lowerer<'a> {
 
     /// The loop nest of stage `o` (over `region` when attached).
     fn stage_nest(&mut self, o: OpId, region: Option<&Region>) -> Result<Stmt> {
+        if let Some(intrin) = self.s.stage_of(o).tensorize {
+            return self.tensorized(o, region, intrin);
+        }
         let nest = self.make_nest(o, region)?;
         let op = &self.g.ops()[o.index()];
         let buf = self.bufs[&o];
@@ -752,6 +756,61 @@ impl<'a> Lowerer<'a> {
             .iter()
             .position(|l| self.g.iter_vars_kind(l.0) == IterKind::Reduce);
         self.build(o, &nest, 0, innermost, init, first_reduce, &regions)
+    }
+
+    /// Stage `o` (over `region` when attached) as one micro-kernel call: the declared
+    /// tensors' origins are the stage's axes at the region's minimum and the reduction
+    /// at 0 (see [`super::tensorize`]).
+    fn tensorized(&mut self, o: OpId, region: Option<&Region>, intrin: Intrin) -> Result<Stmt> {
+        let op = &self.g.ops()[o.index()];
+        let rank = op.shape.len();
+        let (mins, extents) = match region {
+            Some(r) => (r.mins.clone(), r.extents.clone()),
+            None => (vec![int(0); rank], op.shape.clone()),
+        };
+        let fail =
+            |m: String| Error::InvalidArgument(format!("tensorize: stage `{}` {m}", op.name));
+        if self.children.get(&o).is_some_and(|c| !c.is_empty()) {
+            return Err(fail("has stages computed at it".into()));
+        }
+        let Intrin::Gemm = intrin;
+        let gm = tensorize::match_gemm(self.g, o)?;
+        if let Some(d) = (0..rank).find(|d| !gm.dims.contains(d) && extents[*d] != 1) {
+            return Err(fail(format!(
+                "covers {} elements of dimension {d} there, which the gemm call does not walk",
+                extents[d]
+            )));
+        }
+        let mut env: HashMap<IterVar, tir::Expr> = op.axes().iter().copied().zip(mins).collect();
+        env.insert(gm.r, int(0));
+        for &u in &gm.units {
+            env.insert(u, int(0));
+        }
+        let mut operands = vec![];
+        for (read, axes) in &gm.reads {
+            match self.expr(read, &env)? {
+                tir::Expr::Load { buffer, indices } => operands.push(tir::Operand {
+                    buffer,
+                    base: indices,
+                    axes: *axes,
+                }),
+                _ => return Err(fail("reads a stage without a buffer (inlined)".into())),
+            }
+        }
+        operands.push(tir::Operand {
+            buffer: self.bufs[&o],
+            base: vec![int(0); rank],
+            axes: gm.dims,
+        });
+        let kernel = tir::MicroKernel::Gemm {
+            m: extents[gm.dims[0]] as i64,
+            n: extents[gm.dims[1]] as i64,
+            k: self.g.iter_var(gm.r)?.extent as i64,
+        };
+        Ok(Stmt::MicroKernel(Box::new(tir::KernelCall {
+            kernel,
+            operands,
+        })))
     }
 
     /// Loops from `level` inward around `innermost`.

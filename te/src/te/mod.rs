@@ -7,7 +7,8 @@
 //! - [`expr`]: the expression language ([`Expr`], [`IterVar`]), operator overloading,
 //!   intrinsics and the reductions [`sum`], [`max`], [`min`];
 //! - [`schedule`]: stages, leaf axes and the schedule primitives;
-//! - [`lower`](mod@lower): schedule to loop IR (bound inference, guards, reductions).
+//! - [`lower`](mod@lower): schedule to loop IR (bound inference, guards, reductions);
+//! - [`tensorize`]: micro-kernels declared as computes, and the primitive that calls them.
 //!
 //! ```
 //! use kiln_ir::DType;
@@ -31,6 +32,7 @@ pub mod expr;
 pub mod graph;
 pub mod lower;
 pub mod schedule;
+pub mod tensorize;
 
 pub use expr::{
     Expr, IterKind, IterVar, ReduceKind, abs, and, call, cast, ceil, erf, exp, floor, floordiv,
@@ -40,3 +42,4 @@ pub use expr::{
 pub use graph::{Graph, IterVarInfo, MAX_RANK, OpId, OpKind, Operation, Tensor};
 pub use lower::lower;
 pub use schedule::{Attach, Relation, Schedule, Stage};
+pub use tensorize::Intrin;

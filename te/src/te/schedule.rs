@@ -18,6 +18,7 @@ use crate::tir::{ForKind, PrimFunc, Scope, ThreadAxis};
 
 use super::expr::{Expr, IterKind, IterVar, rename_vars};
 use super::graph::{Graph, OpId, OpKind, Operation, Tensor};
+use super::tensorize::Intrin;
 
 /// How one axis was made from others.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,6 +76,8 @@ pub struct Stage {
     pub attach: Attach,
     /// Memory scope of its buffer when it is an intermediate (default local).
     pub scope: Option<Scope>,
+    /// The micro-kernel its whole nest is lowered to ([`Schedule::tensorize`]).
+    pub tensorize: Option<Intrin>,
 }
 
 /// A schedule of a graph for a set of outputs.
@@ -138,6 +141,7 @@ impl Schedule {
             kinds: HashMap::new(),
             attach: Attach::Root,
             scope: None,
+            tensorize: None,
         });
     }
 

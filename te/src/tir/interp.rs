@@ -70,7 +70,9 @@ pub struct Prepared {
 }
 
 /// Prepares `func` for repeated runs (see [`Prepared`]).
+/// `microkernel` calls run as their declarations' loops.
 pub fn prepare(func: &PrimFunc) -> Prepared {
+    let func = &super::microkernel::expand(func).unwrap_or_else(|_| func.clone());
     Prepared {
         func: func.clone(),
         fast: compile(func).ok(),
@@ -131,6 +133,9 @@ fn check_args(func: &PrimFunc, args: &[NDArray]) -> Result<()> {
 /// (thread-bound loops, barriers, shared memory, vector values); [`run`] uses it for
 /// the kernels the compiled fast path does not accept.
 pub fn run_reference(func: &PrimFunc, args: &mut [NDArray]) -> Result<()> {
+    // `microkernel` calls run as their declarations' loops.
+    let expanded = super::microkernel::expand(func)?;
+    let func = &expanded;
     if args.len() != func.params.len() {
         return Err(Error::InvalidArgument(format!(
             "@{} takes {} buffers, got {}",
@@ -290,36 +295,10 @@ fn from_nums(d: DType, v: &[Num]) -> Data {
     }
 }
 
-/// Error function, accurate to about 1e-13 (series below 3, continued fraction above).
+/// Error function in f64: musl's `erf` (the `libm` crate, error below 1 ulp, no series);
+/// both interpreters and the cpu backend's `erf` call this one.
 pub fn erf(x: f64) -> f64 {
-    if x.is_nan() {
-        return x;
-    }
-    let a = x.abs();
-    let r = if a < 3.0 {
-        let mut sum: f64 = 0.0;
-        let mut term = a;
-        let mut n = 0.0;
-        while term.abs() > 1e-17 * sum.abs().max(1e-300) {
-            sum += term / (2.0 * n + 1.0);
-            n += 1.0;
-            term *= -a * a / n;
-            if n > 200.0 {
-                break;
-            }
-        }
-        sum * 2.0 / std::f64::consts::PI.sqrt()
-    } else if a < 6.0 {
-        // erfc(a) = exp(-a^2)/sqrt(pi) * 1/(a + (1/2)/(a + 1/(a + (3/2)/(a + ...))))
-        let mut f = a;
-        for k in (1..=60).rev() {
-            f = a + (k as f64 / 2.0) / f;
-        }
-        1.0 - (-a * a).exp() / std::f64::consts::PI.sqrt() / f
-    } else {
-        1.0
-    };
-    if x < 0.0 { -r } else { r }
+    libm::erf(x)
 }
 
 #[derive(Clone, Debug)]
@@ -516,6 +495,10 @@ impl<'a> Machine<'a> {
             Stmt::Barrier => Err(Error::Eval(
                 "barrier outside any threadIdx-bound loop".into(),
             )),
+            Stmt::MicroKernel(call) => Err(Error::Eval(format!(
+                "unexpanded microkernel {}",
+                call.kernel
+            ))),
         }
     }
 
@@ -627,7 +610,7 @@ impl<'a> Machine<'a> {
                     r
                 }
             }
-            Stmt::Store { .. } => {
+            Stmt::Store { .. } | Stmt::MicroKernel(_) => {
                 for env in threads.iter_mut() {
                     self.exec(s, env)?;
                 }

@@ -4,7 +4,8 @@
 //!
 //! The core loop IR:
 //! - **statements**: every [`Stmt`] — `for`, store, allocate, `if`, `let` (of a scalar),
-//!   sequence, barrier;
+//!   sequence, barrier, and `microkernel` calls (kept: the CPU backend calls the kernel,
+//!   the GPU backends refuse them as `Unsupported`; their schedules never emit one);
 //! - **loop kinds**: every [`ForKind`] — serial, parallel, vectorized, unrolled and
 //!   thread-bound; each runs its iterations with serial meaning, the kind is a hint a
 //!   backend may use (threads, SIMD, unrolling, GPU axes) or ignore (a CPU runs a

@@ -15,14 +15,17 @@
 //! - [`affine`]: affine forms over atoms, the one linear-index type every pass uses;
 //! - [`verify`](mod@verify): types, scoping, thread nesting, the bounds proof and the limits;
 //! - [`visit`]: the one walker (`Visitor`, `Mutator`), safe on deep trees;
-//! - [`legalize`]: the rewrite into the core loop IR every backend implements;
-//! - [`interp`]: the loop-IR interpreter (the second oracle, for lowering).
+//! - [`legalize`](mod@legalize): the rewrite into the core loop IR every backend implements;
+//! - [`interp`]: the loop-IR interpreter (the second oracle, for lowering);
+//! - [`microkernel`]: calls of micro-kernels over declared buffer regions, and their
+//!   expansion into the declared loops.
 
 pub mod affine;
 pub mod expr;
 pub mod func;
 pub mod interp;
 pub mod legalize;
+pub mod microkernel;
 pub mod parser;
 pub mod printer;
 pub mod semantics;
@@ -35,6 +38,7 @@ pub use expr::{BinOp, Expr, Intrinsic, Trig};
 pub use func::{PrimFunc, PrimFuncBuilder, VarDecl};
 pub use interp::{run, run_with_inputs};
 pub use legalize::legalize;
+pub use microkernel::{KernelCall, MicroKernel, Operand};
 pub use parser::parse;
 pub use stmt::{ForKind, Stmt, ThreadAxis};
 pub use types::{Buffer, BufferId, Scope, ValueType, VarId};

@@ -12,6 +12,7 @@ use kiln_ir::DType;
 
 use super::expr::{BinOp, Expr, Intrinsic};
 use super::func::{PrimFunc, VarDecl};
+use super::microkernel::{KernelCall, MicroKernel, Operand};
 use super::printer::is_name_char;
 use super::stmt::{ForKind, Stmt, ThreadAxis};
 use super::types::{Buffer, BufferId, Scope, ValueType, VarId};
@@ -555,6 +556,10 @@ impl Parser {
                     self.expect_punct(")")?;
                     Ok(Stmt::Barrier)
                 }
+                "microkernel" => {
+                    self.bump();
+                    self.microkernel()
+                }
                 _ => Err(err(l, c, format!("expected a statement, found `{kw}`"))),
             },
             t => Err(err(
@@ -563,6 +568,47 @@ impl Parser {
                 format!("expected a statement, found {}", describe(&t)),
             )),
         }
+    }
+
+    /// `NAME(size=N, ..., %buf[base, ...] axes(D0, D1), ...)` after `microkernel`.
+    fn microkernel(&mut self) -> Result<Stmt> {
+        let (l, c) = self.here();
+        let name = self.ident("a micro-kernel name")?;
+        self.expect_punct("(")?;
+        let mut sizes = vec![];
+        let mut operands = vec![];
+        loop {
+            if let Tok::Local(_) = self.peek() {
+                let buffer = self.buffer_ref()?;
+                self.expect_punct("[")?;
+                let base = self.expr_list("]")?;
+                self.expect_ident("axes")?;
+                self.expect_punct("(")?;
+                let d0 = self.signed_int("an axis")?;
+                self.expect_punct(",")?;
+                let d1 = self.signed_int("an axis")?;
+                self.expect_punct(")")?;
+                let axis = |d: i64| {
+                    usize::try_from(d).map_err(|_| err(l, c, format!("axis {d} is negative")))
+                };
+                operands.push(Operand {
+                    buffer,
+                    base,
+                    axes: [axis(d0)?, axis(d1)?],
+                });
+            } else {
+                let key = self.ident("a size name or an operand `%buffer[...]`")?;
+                self.expect_punct("=")?;
+                sizes.push((key, self.signed_int("a size")?));
+            }
+            if !self.eat_punct(",") {
+                break;
+            }
+        }
+        self.expect_punct(")")?;
+        let kernel =
+            MicroKernel::from_parts(&name, &sizes).map_err(|e| err(l, c, e.to_string()))?;
+        Ok(Stmt::MicroKernel(Box::new(KernelCall { kernel, operands })))
     }
 
     fn for_stmt(&mut self, kind: ForKind) -> Result<Stmt> {

@@ -291,6 +291,29 @@ impl<'a> Printer<'a> {
             Stmt::Barrier => {
                 let _ = writeln!(out, "{pad}barrier()");
             }
+            Stmt::MicroKernel(call) => {
+                let mut args: Vec<String> = call
+                    .kernel
+                    .sizes()
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                for o in &call.operands {
+                    args.push(format!(
+                        "{}[{}] axes({}, {})",
+                        self.names.buffer(o.buffer),
+                        self.list(&o.base),
+                        o.axes[0],
+                        o.axes[1]
+                    ));
+                }
+                let _ = writeln!(
+                    out,
+                    "{pad}microkernel {}({})",
+                    call.kernel.name(),
+                    args.join(", ")
+                );
+            }
         }
     }
 

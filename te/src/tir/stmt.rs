@@ -9,6 +9,7 @@
 use std::fmt;
 
 use super::expr::Expr;
+use super::microkernel::KernelCall;
 use super::types::{BufferId, VarId};
 
 /// A GPU launch dimension.
@@ -154,6 +155,8 @@ pub enum Stmt {
     Seq(Vec<Stmt>),
     /// Block-wide synchronization of the threads of a GPU block (`__syncthreads`).
     Barrier,
+    /// A call of a micro-kernel over regions of buffers (see [`super::microkernel`]).
+    MicroKernel(Box<KernelCall>),
 }
 
 impl Stmt {
@@ -245,7 +248,7 @@ impl Stmt {
                 v
             }
             Stmt::Seq(s) => s.iter().collect(),
-            Stmt::Store { .. } | Stmt::Barrier => vec![],
+            Stmt::Store { .. } | Stmt::Barrier | Stmt::MicroKernel(_) => vec![],
         }
     }
 
@@ -257,6 +260,7 @@ impl Stmt {
             }
             Stmt::If { cond, .. } => vec![cond],
             Stmt::Let { value, .. } => vec![value],
+            Stmt::MicroKernel(call) => call.exprs(),
             _ => vec![],
         }
     }

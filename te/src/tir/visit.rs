@@ -39,55 +39,6 @@ pub trait Visitor {
     }
 }
 
-/// Visits the expressions and child statements of `s`.
-pub fn walk_stmt<V: Visitor + ?Sized>(v: &mut V, s: &Stmt) {
-    deep(|| match s {
-        Stmt::For { body, .. } | Stmt::Allocate { body, .. } => v.visit_stmt(body),
-        Stmt::Store { indices, value, .. } => {
-            indices.iter().for_each(|i| v.visit_expr(i));
-            v.visit_expr(value);
-        }
-        Stmt::If { cond, then, else_ } => {
-            v.visit_expr(cond);
-            v.visit_stmt(then);
-            if let Some(e) = else_ {
-                v.visit_stmt(e);
-            }
-        }
-        Stmt::Let { value, body, .. } => {
-            v.visit_expr(value);
-            v.visit_stmt(body);
-        }
-        Stmt::Seq(stmts) => stmts.iter().for_each(|c| v.visit_stmt(c)),
-        Stmt::Barrier => {}
-    })
-}
-
-/// Visits the operands of `e`.
-pub fn walk_expr<V: Visitor + ?Sized>(v: &mut V, e: &Expr) {
-    deep(|| match e {
-        Expr::Int { .. } | Expr::Float { .. } | Expr::Bool(_) | Expr::Var(_) => {}
-        Expr::Load { indices, .. } => indices.iter().for_each(|i| v.visit_expr(i)),
-        Expr::Call { args, .. } => args.iter().for_each(|a| v.visit_expr(a)),
-        Expr::Binary { lhs, rhs, .. } => {
-            v.visit_expr(lhs);
-            v.visit_expr(rhs);
-        }
-        Expr::Ramp { base, stride, .. } => {
-            v.visit_expr(base);
-            v.visit_expr(stride);
-        }
-        Expr::Select { cond, then, else_ } => {
-            v.visit_expr(cond);
-            v.visit_expr(then);
-            v.visit_expr(else_);
-        }
-        Expr::Not(x) | Expr::Cast { value: x, .. } | Expr::Broadcast { value: x, .. } => {
-            v.visit_expr(x)
-        }
-    })
-}
-
 /// An in-place rewrite of statements and expressions (see the module doc): an override
 /// replaces `*s` / `*e` and may walk the children before or after.
 pub trait Mutator {
@@ -102,54 +53,82 @@ pub trait Mutator {
     }
 }
 
-/// Rewrites the expressions and child statements of `s`.
-pub fn walk_stmt_mut<M: Mutator + ?Sized>(m: &mut M, s: &mut Stmt) {
-    deep(|| match s {
-        Stmt::For { body, .. } | Stmt::Allocate { body, .. } => m.mutate_stmt(body),
-        Stmt::Store { indices, value, .. } => {
-            indices.iter_mut().for_each(|i| m.mutate_expr(i));
-            m.mutate_expr(value);
+/// The default walks, written once for shared (`&`) and unique (`&mut`) references: the
+/// match ergonomics give the children the same kind of reference as the node.
+macro_rules! walks {
+    ($Trait:ident, $walk_stmt:ident, $walk_expr:ident, $stmt:ident, $expr:ident, $($mut_:tt)?) => {
+        #[doc = concat!("Walks the expressions and child statements of `s` (see [`", stringify!($Trait), "`]).")]
+        pub fn $walk_stmt<V: $Trait + ?Sized>(v: &mut V, s: &$($mut_)? Stmt) {
+            deep(|| match s {
+                Stmt::For { body, .. } | Stmt::Allocate { body, .. } => v.$stmt(body),
+                Stmt::Store { indices, value, .. } => {
+                    for i in indices {
+                        v.$expr(i);
+                    }
+                    v.$expr(value);
+                }
+                Stmt::If { cond, then, else_ } => {
+                    v.$expr(cond);
+                    v.$stmt(then);
+                    if let Some(e) = else_ {
+                        v.$stmt(e);
+                    }
+                }
+                Stmt::Let { value, body, .. } => {
+                    v.$expr(value);
+                    v.$stmt(body);
+                }
+                Stmt::Seq(stmts) => {
+                    for c in stmts {
+                        v.$stmt(c);
+                    }
+                }
+                Stmt::MicroKernel(call) => {
+                    for o in & $($mut_)? call.operands {
+                        for e in & $($mut_)? o.base {
+                            v.$expr(e);
+                        }
+                    }
+                }
+                Stmt::Barrier => {}
+            })
         }
-        Stmt::If { cond, then, else_ } => {
-            m.mutate_expr(cond);
-            m.mutate_stmt(then);
-            if let Some(e) = else_ {
-                m.mutate_stmt(e);
-            }
+
+        #[doc = concat!("Walks the operands of `e` (see [`", stringify!($Trait), "`]).")]
+        pub fn $walk_expr<V: $Trait + ?Sized>(v: &mut V, e: &$($mut_)? Expr) {
+            deep(|| match e {
+                Expr::Int { .. } | Expr::Float { .. } | Expr::Bool(_) | Expr::Var(_) => {}
+                Expr::Load { indices: xs, .. } | Expr::Call { args: xs, .. } => {
+                    for x in xs {
+                        v.$expr(x);
+                    }
+                }
+                Expr::Binary { lhs: a, rhs: b, .. } | Expr::Ramp { base: a, stride: b, .. } => {
+                    v.$expr(a);
+                    v.$expr(b);
+                }
+                Expr::Select { cond, then, else_ } => {
+                    v.$expr(cond);
+                    v.$expr(then);
+                    v.$expr(else_);
+                }
+                Expr::Not(x) | Expr::Cast { value: x, .. } | Expr::Broadcast { value: x, .. } => {
+                    v.$expr(x)
+                }
+            })
         }
-        Stmt::Let { value, body, .. } => {
-            m.mutate_expr(value);
-            m.mutate_stmt(body);
-        }
-        Stmt::Seq(stmts) => stmts.iter_mut().for_each(|c| m.mutate_stmt(c)),
-        Stmt::Barrier => {}
-    })
+    };
 }
 
-/// Rewrites the operands of `e`.
-pub fn walk_expr_mut<M: Mutator + ?Sized>(m: &mut M, e: &mut Expr) {
-    deep(|| match e {
-        Expr::Int { .. } | Expr::Float { .. } | Expr::Bool(_) | Expr::Var(_) => {}
-        Expr::Load { indices, .. } => indices.iter_mut().for_each(|i| m.mutate_expr(i)),
-        Expr::Call { args, .. } => args.iter_mut().for_each(|a| m.mutate_expr(a)),
-        Expr::Binary { lhs, rhs, .. } => {
-            m.mutate_expr(lhs);
-            m.mutate_expr(rhs);
-        }
-        Expr::Ramp { base, stride, .. } => {
-            m.mutate_expr(base);
-            m.mutate_expr(stride);
-        }
-        Expr::Select { cond, then, else_ } => {
-            m.mutate_expr(cond);
-            m.mutate_expr(then);
-            m.mutate_expr(else_);
-        }
-        Expr::Not(x) | Expr::Cast { value: x, .. } | Expr::Broadcast { value: x, .. } => {
-            m.mutate_expr(x)
-        }
-    })
-}
+walks!(Visitor, walk_stmt, walk_expr, visit_stmt, visit_expr,);
+walks!(
+    Mutator,
+    walk_stmt_mut,
+    walk_expr_mut,
+    mutate_stmt,
+    mutate_expr,
+    mut
+);
 
 /// Replaces every use of a variable in `m` by its expression, in place.
 pub struct Substitute<'a>(pub &'a HashMap<VarId, Expr>);

@@ -860,6 +860,7 @@ impl Compiler<'_> {
                 }
             }
             Stmt::Barrier => return Err("barrier".into()),
+            Stmt::MicroKernel(_) => return Err("microkernel (run its expansion)".into()),
         })
     }
 

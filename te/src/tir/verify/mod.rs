@@ -116,7 +116,24 @@ pub fn check(func: &PrimFunc) -> Vec<VerifyError> {
 }
 
 /// Every error of `func` under `limits`.
+///
+/// A `microkernel` call is checked as its declaration's loops over its operands'
+/// regions ([`super::microkernel::expand`]): its operand shapes, then the bounds of
+/// every element it touches and its iterations under the limits.
 pub fn check_with(func: &PrimFunc, limits: &Limits) -> Vec<VerifyError> {
+    let expanded;
+    let func = match super::microkernel::expand(func) {
+        Ok(f) => {
+            expanded = f;
+            &expanded
+        }
+        Err(e) => {
+            return vec![VerifyError {
+                location: format!("@{}", func.name),
+                message: e.to_string(),
+            }];
+        }
+    };
     let mut v = Verifier::new(func, true);
     v.params();
     v.stmt(&func.body);
@@ -423,6 +440,10 @@ impl<'a> Verifier<'a> {
                 if !self.thread_axes.iter().any(|a| !a.is_block()) {
                     self.error("barrier outside any threadIdx-bound loop");
                 }
+            }
+            // `check_with` verifies the expansion, which has none left.
+            Stmt::MicroKernel(call) => {
+                self.error(format!("unexpanded microkernel {}", call.kernel));
             }
         }
     }
