@@ -33,7 +33,11 @@ pub fn plan(
 ) -> Option<BTreeSet<VarId>> {
     let b = f.buffer(buf)?;
     let n = b.numel()?;
-    if b.scope == Scope::Global || n == 0 || n > MAX_ELEMS || b.dtype == DType::F16 {
+    if b.scope == Scope::Global
+        || n == 0
+        || n > MAX_ELEMS
+        || matches!(b.dtype, DType::F16 | DType::BF16)
+    {
         return None;
     }
     let mut w = Walk {

@@ -1,6 +1,7 @@
 //! What compiled kernels call back into: the per-call context ([`CallCtx`]), the host
 //! functions the JIT links against ([`Host`]: math the ISA lacks, float16 rounding,
-//! heap scratch, failure reports, the parallel-for entry point), and the libcall symbols
+//! float64 math, bfloat16 rounding, heap scratch, failure reports, the parallel-for entry
+//! point), and the libcall symbols
 //! Cranelift's legalizer may emit (`fmaf`, `floorf`, `memset`, ...).
 //!
 //! Every symbol the generated code can reference is registered in the JIT's symbol
@@ -11,7 +12,7 @@ use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use cranelift_jit::JITBuilder;
-use kiln_te::tir::semantics;
+use kiln_te::tir::{Trig, semantics};
 
 use crate::pool::Pool;
 
@@ -51,6 +52,19 @@ pub(crate) enum HostTy {
     I64,
     /// `f32`.
     F32,
+    /// `f64`.
+    F64,
+}
+
+/// A float64 math function the ISA lacks, computed as the loop-IR interpreter computes
+/// it in `f64` (Rust's `f64` methods).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Math64 {
+    Exp,
+    Log,
+    Tanh,
+    Erf,
+    Pow,
 }
 
 /// A host function the generated code calls.
@@ -70,11 +84,72 @@ pub(crate) enum Host {
     F16Load,
     F16Store,
     Gemm,
+    /// An `f64` (float64 is computed in f64) function.
+    F64(Math64),
+    /// An f32 value rounded to bfloat16 (ties to even), as an f32.
+    Bf16Round,
+    /// bfloat16 bits (in the low half of an i32) to f32.
+    Bf16Load,
+    /// An f32 value rounded to bfloat16 bits (in the low half of an i32).
+    Bf16Store,
+    /// An f64 value rounded once to float16, as an f32.
+    F16FromF64,
+    /// An f64 value rounded once to bfloat16, as an f32.
+    Bf16FromF64,
+    /// A trigonometric function in f32 (`false`) or f64 (`true`).
+    Trig(Trig, bool),
+}
+
+/// Generates the host functions of the [`Trig`] family, f32 and f64 (each exactly the
+/// loop-IR interpreter's definition, [`Trig::f32`]/[`Trig::f64`]), and their symbols.
+macro_rules! trig_hosts {
+    ($($v:ident: $f32:ident, $f64:ident;)*) => {
+        $(
+            extern "C" fn $f32(x: f32) -> f32 {
+                Trig::$v.f32(x)
+            }
+            extern "C" fn $f64(x: f64) -> f64 {
+                Trig::$v.f64(x)
+            }
+        )*
+
+        /// The symbol name and address of a trigonometric host function.
+        fn trig_symbol(t: Trig, wide: bool) -> (&'static str, *const u8) {
+            match (t, wide) {
+                $(
+                    (Trig::$v, false) => (stringify!($f32), $f32 as *const u8),
+                    (Trig::$v, true) => (stringify!($f64), $f64 as *const u8),
+                )*
+            }
+        }
+    };
+}
+
+trig_hosts! {
+    Sin: kiln_sinf, kiln_sin;
+    Cos: kiln_cosf, kiln_cos;
+    Tan: kiln_tanf, kiln_tan;
+    Asin: kiln_asinf, kiln_asin;
+    Acos: kiln_acosf, kiln_acos;
+    Atan: kiln_atanf, kiln_atan;
+    Sinh: kiln_sinhf, kiln_sinh;
+    Cosh: kiln_coshf, kiln_cosh;
+    Asinh: kiln_asinhf, kiln_asinh;
+    Acosh: kiln_acoshf, kiln_acosh;
+    Atanh: kiln_atanhf, kiln_atanh;
 }
 
 impl Host {
     /// Every host function.
-    pub const ALL: [Host; 14] = [
+    pub fn all() -> Vec<Host> {
+        let trig = Trig::ALL
+            .into_iter()
+            .flat_map(|t| [Host::Trig(t, false), Host::Trig(t, true)]);
+        Host::FIXED.into_iter().chain(trig).collect()
+    }
+
+    /// Every host function but the [`Trig`] family.
+    const FIXED: [Host; 24] = [
         Host::ParallelFor,
         Host::Fail,
         Host::Alloc,
@@ -88,6 +163,16 @@ impl Host {
         Host::F16Round,
         Host::F16Load,
         Host::F16Store,
+        Host::F64(Math64::Exp),
+        Host::F64(Math64::Log),
+        Host::F64(Math64::Tanh),
+        Host::F64(Math64::Erf),
+        Host::F64(Math64::Pow),
+        Host::Bf16Round,
+        Host::Bf16Load,
+        Host::Bf16Store,
+        Host::F16FromF64,
+        Host::Bf16FromF64,
         Host::Gemm,
     ];
 
@@ -107,6 +192,17 @@ impl Host {
             Host::F16Round => "kiln_f16_round",
             Host::F16Load => "kiln_f16_load",
             Host::F16Store => "kiln_f16_store",
+            Host::F64(Math64::Exp) => "kiln_exp",
+            Host::F64(Math64::Log) => "kiln_log",
+            Host::F64(Math64::Tanh) => "kiln_tanh",
+            Host::F64(Math64::Erf) => "kiln_erf",
+            Host::F64(Math64::Pow) => "kiln_pow",
+            Host::Bf16Round => "kiln_bf16_round",
+            Host::Bf16Load => "kiln_bf16_load",
+            Host::Bf16Store => "kiln_bf16_store",
+            Host::F16FromF64 => "kiln_f16_from_f64",
+            Host::Bf16FromF64 => "kiln_bf16_from_f64",
+            Host::Trig(t, wide) => trig_symbol(t, wide).0,
             Host::Gemm => "kiln_gemm",
         }
     }
@@ -120,10 +216,17 @@ impl Host {
             Host::Alloc => (&[I64], &[Ptr]),
             Host::Free => (&[Ptr, I64], &[]),
             Host::Zero => (&[Ptr, I64], &[]),
-            Host::Exp | Host::Log | Host::Tanh | Host::Erf | Host::F16Round => (&[F32], &[F32]),
+            Host::Exp | Host::Log | Host::Tanh | Host::Erf | Host::F16Round | Host::Bf16Round => {
+                (&[F32], &[F32])
+            }
             Host::Pow => (&[F32, F32], &[F32]),
-            Host::F16Load => (&[I32], &[F32]),
-            Host::F16Store => (&[F32], &[I32]),
+            Host::F16Load | Host::Bf16Load => (&[I32], &[F32]),
+            Host::F16Store | Host::Bf16Store => (&[F32], &[I32]),
+            Host::F64(Math64::Pow) => (&[F64, F64], &[F64]),
+            Host::F64(_) => (&[F64], &[F64]),
+            Host::F16FromF64 | Host::Bf16FromF64 => (&[F64], &[F32]),
+            Host::Trig(_, false) => (&[F32], &[F32]),
+            Host::Trig(_, true) => (&[F64], &[F64]),
             Host::Gemm => (
                 &[
                     I32, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, I64, I64, I64,
@@ -149,6 +252,17 @@ impl Host {
             Host::F16Round => kiln_f16_round as *const u8,
             Host::F16Load => kiln_f16_load as *const u8,
             Host::F16Store => kiln_f16_store as *const u8,
+            Host::F64(Math64::Exp) => kiln_exp as *const u8,
+            Host::F64(Math64::Log) => kiln_log as *const u8,
+            Host::F64(Math64::Tanh) => kiln_tanh as *const u8,
+            Host::F64(Math64::Erf) => kiln_erf as *const u8,
+            Host::F64(Math64::Pow) => kiln_pow as *const u8,
+            Host::Bf16Round => kiln_bf16_round as *const u8,
+            Host::Bf16Load => kiln_bf16_load as *const u8,
+            Host::Bf16Store => kiln_bf16_store as *const u8,
+            Host::F16FromF64 => kiln_f16_from_f64 as *const u8,
+            Host::Bf16FromF64 => kiln_bf16_from_f64 as *const u8,
+            Host::Trig(t, wide) => trig_symbol(t, wide).1,
             Host::Gemm => crate::microkernel::kiln_gemm as *const u8,
         }
     }
@@ -158,7 +272,7 @@ impl Host {
 /// `cranelift_module::default_libcall_names` that float and memory instructions can be
 /// legalized into.
 pub(crate) fn register(jb: &mut JITBuilder) {
-    for h in Host::ALL {
+    for h in Host::all() {
         jb.symbol(h.name(), h.address());
     }
     let libcalls: [(&str, *const u8); 14] = [
@@ -261,6 +375,38 @@ extern "C" fn kiln_f16_load(bits: u32) -> f32 {
 }
 extern "C" fn kiln_f16_store(x: f32) -> u32 {
     semantics::f16_bits(x) as u32
+}
+extern "C" fn kiln_bf16_round(x: f32) -> f32 {
+    half::bf16::from_f32(x).to_f32()
+}
+extern "C" fn kiln_bf16_load(bits: u32) -> f32 {
+    half::bf16::from_bits(bits as u16).to_f32()
+}
+extern "C" fn kiln_bf16_store(x: f32) -> u32 {
+    half::bf16::from_f32(x).to_bits() as u32
+}
+extern "C" fn kiln_f16_from_f64(x: f64) -> f32 {
+    semantics::round_float(x, kiln_ir::DType::F16) as f32
+}
+extern "C" fn kiln_bf16_from_f64(x: f64) -> f32 {
+    semantics::round_float(x, kiln_ir::DType::BF16) as f32
+}
+
+// float64 math with exactly the loop-IR interpreter's f64 semantics.
+extern "C" fn kiln_exp(x: f64) -> f64 {
+    x.exp()
+}
+extern "C" fn kiln_log(x: f64) -> f64 {
+    x.ln()
+}
+extern "C" fn kiln_tanh(x: f64) -> f64 {
+    x.tanh()
+}
+extern "C" fn kiln_erf(x: f64) -> f64 {
+    kiln_te::tir::interp::erf(x)
+}
+extern "C" fn kiln_pow(x: f64, y: f64) -> f64 {
+    x.powf(y)
 }
 
 // Libcalls Cranelift legalizes into when the ISA lacks an instruction.

@@ -64,6 +64,15 @@ pub(crate) fn emit_launch(
     launch: &Launch,
     drop_barrier: bool,
 ) -> Result<()> {
+    if let Some(d) = func.dtypes().into_iter().find(|&d| !emits(d)) {
+        return Err(unsupported(
+            func,
+            format!(
+                "{d} values (the PTX codegen emits {})",
+                EMITTED.map(DType::name).join(", ")
+            ),
+        ));
+    }
     let status = reports_division_by_zero(func);
     let mut g = Gen {
         func,
@@ -154,12 +163,29 @@ pub(crate) struct Gen<'a> {
     status: Option<String>,
 }
 
+/// The dtypes the PTX codegen emits; [`emit_launch`] refuses a kernel using any other
+/// (and [`crate::CudaBackend`] declares them unsupported), so the arms below for the
+/// others are never reached.
+pub(crate) const EMITTED: [DType; 7] = [
+    DType::F32,
+    DType::F16,
+    DType::I8,
+    DType::U8,
+    DType::I32,
+    DType::I64,
+    DType::Bool,
+];
+
+fn emits(d: DType) -> bool {
+    EMITTED.contains(&d)
+}
+
 fn class_of(d: DType) -> usize {
     match d {
         DType::Bool => 0,
-        DType::I32 | DType::I8 | DType::U8 => 1,
-        DType::I64 => 2,
-        DType::F32 | DType::F16 => 3,
+        DType::I32 | DType::I8 | DType::U8 | DType::I16 | DType::U16 | DType::U32 => 1,
+        DType::I64 | DType::U64 => 2,
+        DType::F32 | DType::F16 | DType::F64 | DType::BF16 => 3,
     }
 }
 
@@ -551,6 +577,7 @@ impl<'a> Gen<'a> {
                 self.line(format!("selp.u32 {r}, 1, 0, {};", v.reg));
                 self.line(format!("st.{space}.u8 [{a}], {r};"));
             }
+            other => return Err(self.err(format!("store of {other} (not emitted)"))),
         }
         Ok(())
     }
@@ -580,6 +607,7 @@ impl<'a> Gen<'a> {
                 self.line(format!("ld.{space}.u8 {r}, [{a}];"));
                 self.line(format!("setp.ne.s32 {o}, {r}, 0;"));
             }
+            other => return Err(self.err(format!("load of {other} (not emitted)"))),
         }
         Ok(out)
     }

@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 pub use kiln_executor::Backend;
 use kiln_executor::{Error, KernelLibrary, Result, Target, TargetKind};
+use kiln_ir::DType;
 use kiln_te::tir::{self, PrimFunc};
 
 pub use launch::Launch;
@@ -174,6 +175,31 @@ impl Backend for CudaBackend {
 
     fn target_kind(&self) -> TargetKind {
         TargetKind::Cuda
+    }
+
+    /// Every op at the dtypes the PTX codegen does not emit yet (float64, bfloat16,
+    /// int16, uint16, uint32, uint64), and the trigonometric ops (no accurate PTX
+    /// sequence yet): their kernels are refused at compile time.
+    fn unsupported(&self) -> Vec<kiln_executor::Unsupported> {
+        let dtypes = DType::ALL
+            .into_iter()
+            .filter(|d| !codegen::EMITTED.contains(d))
+            .map(|dtype| kiln_executor::Unsupported {
+                op: "*".into(),
+                dtype,
+                reason: format!("the PTX codegen emits no {dtype} loads, stores or arithmetic yet"),
+            });
+        let trig = tir::Trig::ALL.into_iter().flat_map(|t| {
+            codegen::EMITTED
+                .into_iter()
+                .filter(|d| d.is_float())
+                .map(move |dtype| kiln_executor::Unsupported {
+                    op: t.name().into(),
+                    dtype,
+                    reason: format!("no accurate PTX sequence for `{}` yet", t.name()),
+                })
+        });
+        dtypes.chain(trig).collect()
     }
 
     fn compile(&self, target: &Target, kernels: &[PrimFunc]) -> Result<Arc<dyn KernelLibrary>> {

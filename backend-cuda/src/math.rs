@@ -14,6 +14,8 @@
 //!   form, `erf` by a Taylor polynomial below 0.5 and Abramowitz–Stegun 7.1.26 above
 //!   (absolute error 1.5e-7), `pow(x, y) = 2^(y·log2|x|)` with the sign and the special
 //!   cases of `powf` (`y = 0`, `x = 1`, negative `x` with integer `y`).
+//!
+//! The trigonometric and hyperbolic family (`sin` ... `atanh`) is refused: see [`call`].
 
 use kiln_executor::Result;
 use kiln_ir::DType;
@@ -76,6 +78,12 @@ pub(crate) fn call(g: &mut Gen<'_>, intrinsic: Intrinsic, args: Vec<Val>) -> Res
         Intrinsic::Abs => one(g, "abs.f32", &x),
         Intrinsic::Floor => one(g, "cvt.rmi.f32.f32", &x),
         Intrinsic::Ceil => one(g, "cvt.rpi.f32.f32", &x),
+        // `sin.approx`/`cos.approx` lose accuracy for large arguments and PTX has no
+        // other trigonometric instruction; declared unsupported until a range-reduced
+        // sequence is written (see `CudaBackend::unsupported`).
+        Intrinsic::Trig(t) => {
+            return Err(g.err(format!("`{}` (no accurate PTX sequence yet)", t.name())));
+        }
     };
     Ok(g.narrow(Val { reg: r, dtype: d }))
 }

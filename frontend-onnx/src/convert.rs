@@ -246,9 +246,22 @@ impl Importer {
             return Ok(id);
         }
         if let Some(t) = self.initializers.get(name) {
-            let v = self.m.var(name, Type::Tensor(t.ty()));
-            self.params.insert(name.to_string(), t.clone());
-            self.main_params.push(v);
+            // Bound once: a subgraph's scope (a loop iteration) that forgot the binding
+            // reads the same `@main` param again.
+            let bound = self
+                .main_params
+                .iter()
+                .copied()
+                .find(|&p| self.m.var_name(p) == Some(name));
+            let v = match bound {
+                Some(v) => v,
+                None => {
+                    let v = self.m.var(name, Type::Tensor(t.ty()));
+                    self.params.insert(name.to_string(), t.clone());
+                    self.main_params.push(v);
+                    v
+                }
+            };
             self.values.insert(name.to_string(), v);
             return Ok(v);
         }

@@ -58,6 +58,10 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Option<Result<Vec<ExprId>
         "DFT" | "HannWindow" | "HammingWindow" | "BlackmanWindow" => crate::signal::convert(imp, n),
         "CenterCropPad" | "ReverseSequence" | "SwiGLU" => crate::rearrange::convert(imp, n),
         "GridSample" => crate::grid_sample::convert(imp, n),
+        "NonMaxSuppression" | "Unique" => crate::data_dependent::convert(imp, n),
+        "DynamicQuantizeLinear" | "MatMulInteger" | "QLinearMatMul" => {
+            crate::quantized::convert(imp, n)
+        }
         "NegativeLogLikelihoodLoss" => (|| {
             let x = imp.input(n, 0)?;
             let t = imp.input(n, 1)?;
@@ -814,6 +818,8 @@ fn quantize(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         DType::U8 => (0.0, 255.0),
         DType::I8 => (-128.0, 127.0),
         DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        DType::I16 => (i16::MIN as f64, i16::MAX as f64),
+        DType::U16 => (0.0, u16::MAX as f64),
         d => {
             return Err(Error::Unsupported(format!("QuantizeLinear to {d}")));
         }

@@ -16,12 +16,19 @@ use crate::tensor::dtype_from_onnx;
 /// The ONNX op types (default domain) that [`convert`] handles.
 pub const SUPPORTED: &[&str] = &[
     "Abs",
+    "Acos",
+    "Acosh",
     "Add",
     "And",
     "ArgMax",
     "ArgMin",
+    "Asin",
+    "Asinh",
+    "Atan",
+    "Atanh",
     "AveragePool",
     "BatchNormalization",
+    "BitShift",
     "Cast",
     "CastLike",
     "Ceil",
@@ -32,6 +39,8 @@ pub const SUPPORTED: &[&str] = &[
     "ConstantOfShape",
     "Conv",
     "ConvTranspose",
+    "Cos",
+    "Cosh",
     "DepthToSpace",
     "Div",
     "Dropout",
@@ -98,6 +107,8 @@ pub const SUPPORTED: &[&str] = &[
     "Shape",
     "Sigmoid",
     "Sign",
+    "Sin",
+    "Sinh",
     "Size",
     "Slice",
     "Softmax",
@@ -110,6 +121,7 @@ pub const SUPPORTED: &[&str] = &[
     "Sub",
     "Sum",
     "Swish",
+    "Tan",
     "Tanh",
     "ThresholdedRelu",
     "Tile",
@@ -119,6 +131,61 @@ pub const SUPPORTED: &[&str] = &[
     "Where",
     "Xor",
 ];
+
+/// `BitShift` as ONNX's reference defines it, exactly: with `w` the width, a shift
+/// `y` outside `0..w` gives 0 (a right shift of a negative signed value: -1); otherwise
+/// `x << y` is `x * 2^y` wrapping in the dtype, and `x >> y` is `x / 2^y` for unsigned
+/// values and the floor of it for signed ones (an arithmetic shift; by `w - 1` it is
+/// the sign, as `2^(w-1)` does not fit the signed dtype).
+fn bit_shift(imp: &mut Importer, n: &Node) -> Result<ExprId> {
+    let x = imp.input(n, 0)?;
+    let y = imp.input(n, 1)?;
+    let d = imp.dtype(x)?;
+    if !d.is_int() {
+        return Err(Error::InvalidModel(format!(
+            "BitShift on {d}: ONNX defines it for integers"
+        )));
+    }
+    let left = match n.string("direction", "").as_str() {
+        "LEFT" => true,
+        "RIGHT" => false,
+        other => {
+            return Err(Error::InvalidModel(format!(
+                "BitShift: direction must be LEFT or RIGHT, got `{other}`"
+            )));
+        }
+    };
+    let signed_right = !left && !d.is_unsigned();
+    let width = (d.size_bytes() * 8) as f64;
+    // Shifts that leave only the fill: negative, or the width or more (for a signed
+    // right shift, the width minus one: the sign fills every bit).
+    let limit = imp.scalar(if signed_right { width - 1.0 } else { width }, d);
+    let past = imp.binary(B::GreaterEqual, y, limit)?;
+    let zero = imp.scalar(0.0, d);
+    let out = if d.is_unsigned() {
+        past
+    } else {
+        let negative = imp.binary(B::Less, y, zero)?;
+        imp.binary(B::Maximum, negative, past)?
+    };
+    let safe = imp.call(op::Where, &[out, zero, y])?;
+    let two = imp.scalar(2.0, d);
+    let scale = imp.binary(B::Power, two, safe)?;
+    let (shifted, fill) = if left {
+        (imp.binary(B::Multiply, x, scale)?, zero)
+    } else if signed_right {
+        // floor(x / s) = (x - floor_mod(x, s)) / s, exact; the fill is the sign.
+        let r = imp.binary(B::FloorMod, x, scale)?;
+        let t = imp.binary(B::Subtract, x, r)?;
+        let q = imp.binary(B::Divide, t, scale)?;
+        let is_neg = imp.binary(B::Less, x, zero)?;
+        let minus_one = imp.scalar(-1.0, d);
+        (q, imp.call(op::Where, &[is_neg, minus_one, zero])?)
+    } else {
+        (imp.binary(B::Divide, x, scale)?, zero)
+    };
+    imp.call(op::Where, &[out, fill, shifted])
+}
 
 /// Whether [`convert`] handles ONNX op type `op` (default domain): [`SUPPORTED`] here
 /// and the ops of [`crate::extra_ops`].
@@ -131,6 +198,8 @@ pub(crate) fn is_supported(op: &str) -> bool {
         || crate::signal::SUPPORTED.contains(&op)
         || crate::rearrange::SUPPORTED.contains(&op)
         || crate::grid_sample::SUPPORTED.contains(&op)
+        || crate::data_dependent::SUPPORTED.contains(&op)
+        || crate::quantized::SUPPORTED.contains(&op)
 }
 
 /// Normalises axis `a` into `0..rank`.
@@ -196,6 +265,17 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         "Floor" => unary(imp, n, U::Floor),
         "Ceil" => unary(imp, n, U::Ceil),
         "Round" => unary(imp, n, U::Round),
+        "Sin" => unary(imp, n, U::Sin),
+        "Cos" => unary(imp, n, U::Cos),
+        "Tan" => unary(imp, n, U::Tan),
+        "Asin" => unary(imp, n, U::Asin),
+        "Acos" => unary(imp, n, U::Acos),
+        "Atan" => unary(imp, n, U::Atan),
+        "Sinh" => unary(imp, n, U::Sinh),
+        "Cosh" => unary(imp, n, U::Cosh),
+        "Asinh" => unary(imp, n, U::Asinh),
+        "Acosh" => unary(imp, n, U::Acosh),
+        "Atanh" => unary(imp, n, U::Atanh),
         "IsNaN" => {
             let x = imp.input(n, 0)?;
             one(imp.binary(B::NotEqual, x, x)?)
@@ -430,6 +510,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             let y = cast(imp, y, dx)?;
             one(imp.binary(B::Power, x, y)?)
         }
+        "BitShift" => one(bit_shift(imp, n)?),
         "Max" | "Min" | "Sum" | "Mean" => {
             let kind = match n.op_type {
                 "Max" => B::Maximum,
@@ -751,7 +832,7 @@ fn binary(imp: &mut Importer, n: &Node, kind: B) -> Result<Vec<ExprId>> {
 }
 
 /// `x` cast to `to` (nothing when it already is).
-fn cast(imp: &mut Importer, x: ExprId, to: DType) -> Result<ExprId> {
+pub(crate) fn cast(imp: &mut Importer, x: ExprId, to: DType) -> Result<ExprId> {
     if imp.dtype(x)? == to {
         return Ok(x);
     }
@@ -2046,15 +2127,18 @@ fn reduce_extreme(
 }
 
 /// The identity of a max (`max`) or min reduction over `dtype`, as an f64: the dtype's
-/// lowest or highest value (bool: 0 or 1); `None` for int64, whose extremes an f64 does
-/// not hold.
+/// lowest or highest value (bool: 0 or 1); `None` for int64 and uint64, whose extremes
+/// an f64 does not hold.
 pub(crate) fn extreme_identity(dtype: DType, max: bool) -> Option<f64> {
     let (lowest, highest) = match dtype {
         DType::Bool => (0.0, 1.0),
         d if d.is_float() => (f64::NEG_INFINITY, f64::INFINITY),
         DType::I8 => (i8::MIN as f64, i8::MAX as f64),
         DType::U8 => (0.0, u8::MAX as f64),
+        DType::I16 => (i16::MIN as f64, i16::MAX as f64),
+        DType::U16 => (0.0, u16::MAX as f64),
         DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        DType::U32 => (0.0, u32::MAX as f64),
         _ => return None,
     };
     Some(if max { lowest } else { highest })

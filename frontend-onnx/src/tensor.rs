@@ -16,6 +16,12 @@ pub fn dtype_from_onnx(code: i32) -> Result<DType> {
         data_type::INT32 => DType::I32,
         data_type::INT64 => DType::I64,
         data_type::BOOL => DType::Bool,
+        data_type::DOUBLE => DType::F64,
+        data_type::BFLOAT16 => DType::BF16,
+        data_type::INT16 => DType::I16,
+        data_type::UINT16 => DType::U16,
+        data_type::UINT32 => DType::U32,
+        data_type::UINT64 => DType::U64,
         other => {
             return Err(Error::UnsupportedType(format!(
                 "ONNX element type {} ({other})",
@@ -35,6 +41,12 @@ pub fn dtype_to_onnx(d: DType) -> i32 {
         DType::I32 => data_type::INT32,
         DType::I64 => data_type::INT64,
         DType::Bool => data_type::BOOL,
+        DType::F64 => data_type::DOUBLE,
+        DType::BF16 => data_type::BFLOAT16,
+        DType::I16 => data_type::INT16,
+        DType::U16 => data_type::UINT16,
+        DType::U32 => data_type::UINT32,
+        DType::U64 => data_type::UINT64,
     }
 }
 
@@ -100,7 +112,20 @@ pub fn tensor_from_proto(t: &TensorProto, what: &str) -> Result<NDArray> {
             }
             NDArray::from_vec(shape, t.int64_data.clone())
         }
-        DType::F16 => {
+        DType::F64 => {
+            if t.double_data.len() != numel {
+                return Err(count_err(t.double_data.len(), "double_data"));
+            }
+            NDArray::from_vec(shape, t.double_data.clone())
+        }
+        DType::U32 | DType::U64 => {
+            if t.uint64_data.len() != numel {
+                return Err(count_err(t.uint64_data.len(), "uint64_data"));
+            }
+            let v: Vec<i64> = t.uint64_data.iter().map(|&v| v as i64).collect();
+            NDArray::from_vec(shape, v).map(|a| a.cast(dtype))
+        }
+        DType::F16 | DType::BF16 => {
             if t.int32_data.len() != numel {
                 return Err(count_err(t.int32_data.len(), "int32_data"));
             }
@@ -111,7 +136,7 @@ pub fn tensor_from_proto(t: &TensorProto, what: &str) -> Result<NDArray> {
                 .collect();
             NDArray::from_le_bytes(shape, dtype, &bits)
         }
-        DType::I8 | DType::U8 | DType::I32 | DType::Bool => {
+        DType::I8 | DType::U8 | DType::I16 | DType::U16 | DType::I32 | DType::Bool => {
             if t.int32_data.len() != numel {
                 return Err(count_err(t.int32_data.len(), "int32_data"));
             }

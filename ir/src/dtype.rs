@@ -23,11 +23,25 @@ pub enum DType {
     I64,
     /// `true`/`false`, one byte per element in memory (`bool`).
     Bool,
+    /// IEEE 754 binary64 (`float64`).
+    F64,
+    /// bfloat16: float32's exponent with a 7-bit mantissa; computed in float32 and
+    /// rounded (to nearest, ties to even) after each operation, as float16 is.
+    BF16,
+    /// Signed 16-bit integer (`int16`).
+    I16,
+    /// Unsigned 16-bit integer (`uint16`).
+    U16,
+    /// Unsigned 32-bit integer (`uint32`).
+    U32,
+    /// Unsigned 64-bit integer (`uint64`). Held as its two's-complement bit pattern wherever kiln computes in `i64`;
+    /// comparisons, division, min/max and conversions read it unsigned.
+    U64,
 }
 
 impl DType {
     /// Every dtype, in a fixed order.
-    pub const ALL: [DType; 7] = [
+    pub const ALL: [DType; 13] = [
         DType::F32,
         DType::F16,
         DType::I8,
@@ -35,6 +49,12 @@ impl DType {
         DType::I32,
         DType::I64,
         DType::Bool,
+        DType::F64,
+        DType::BF16,
+        DType::I16,
+        DType::U16,
+        DType::U32,
+        DType::U64,
     ];
 
     /// The name Relay and TVM use (`"float32"`, `"int64"`, `"bool"`).
@@ -47,16 +67,22 @@ impl DType {
             DType::I32 => "int32",
             DType::I64 => "int64",
             DType::Bool => "bool",
+            DType::F64 => "float64",
+            DType::BF16 => "bfloat16",
+            DType::I16 => "int16",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
+            DType::U64 => "uint64",
         }
     }
 
     /// Bytes per element in memory (bool takes one byte, as in TVM and numpy).
     pub fn size_bytes(self) -> usize {
         match self {
-            DType::F32 | DType::I32 => 4,
-            DType::F16 => 2,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::I8 | DType::U8 | DType::Bool => 1,
-            DType::I64 => 8,
+            DType::I64 | DType::F64 | DType::U64 => 8,
         }
     }
 
@@ -68,12 +94,13 @@ impl DType {
         }
     }
 
-    /// DLPack type code: 0 = int, 1 = uint, 2 = float.
+    /// DLPack type code: 0 = int, 1 = uint, 2 = float, 4 = bfloat.
     pub fn dl_code(self) -> u8 {
         match self {
-            DType::I8 | DType::I32 | DType::I64 => 0,
-            DType::U8 | DType::Bool => 1,
-            DType::F32 | DType::F16 => 2,
+            DType::I8 | DType::I16 | DType::I32 | DType::I64 => 0,
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::Bool => 1,
+            DType::F32 | DType::F16 | DType::F64 => 2,
+            DType::BF16 => 4,
         }
     }
 
@@ -86,12 +113,27 @@ impl DType {
 
     /// Whether this is a floating-point dtype.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F16)
+        matches!(self, DType::F32 | DType::F16 | DType::F64 | DType::BF16)
     }
 
     /// Whether this is an integer dtype, signed or unsigned (bool is not).
     pub fn is_int(self) -> bool {
-        matches!(self, DType::I8 | DType::U8 | DType::I32 | DType::I64)
+        matches!(
+            self,
+            DType::I8
+                | DType::U8
+                | DType::I16
+                | DType::U16
+                | DType::I32
+                | DType::U32
+                | DType::I64
+                | DType::U64
+        )
+    }
+
+    /// Whether this is an unsigned integer dtype (`uint8` ... `uint64`).
+    pub fn is_unsigned(self) -> bool {
+        matches!(self, DType::U8 | DType::U16 | DType::U32 | DType::U64)
     }
 
     /// Whether this is `bool`.
@@ -109,6 +151,12 @@ impl DType {
             DType::I32 => "",
             DType::I64 => "i64",
             DType::Bool => "",
+            DType::F64 => "f64",
+            DType::BF16 => "bf16",
+            DType::I16 => "i16",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
+            DType::U64 => "u64",
         }
     }
 }
@@ -127,7 +175,8 @@ impl FromStr for DType {
             .find(|d| d.name() == s)
             .ok_or_else(|| {
                 Error::Unsupported(format!(
-                    "dtype `{s}` (kiln supports float32, float16, int8, uint8, int32, int64, bool)"
+                    "dtype `{s}` (kiln supports {})",
+                    DType::ALL.map(DType::name).join(", ")
                 ))
             })
     }
@@ -147,7 +196,7 @@ mod tests {
 
     #[test]
     fn unknown_dtype_is_an_error() {
-        let err = "float64".parse::<DType>().unwrap_err();
-        assert!(err.to_string().contains("float64"), "{err}");
+        let err = "float8e4m3".parse::<DType>().unwrap_err();
+        assert!(err.to_string().contains("float8e4m3"), "{err}");
     }
 }

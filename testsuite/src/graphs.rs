@@ -348,6 +348,42 @@ pub fn ops_of(module: &Module) -> Vec<(String, DType)> {
         .collect()
 }
 
+/// What the op calls reachable from `@main` use, for a backend's unsupported list:
+/// (name, dtype) for each dtype a call reads or produces (its arguments' tensors, tuple
+/// fields included, and its result), so a dtype declared unsupported for every op
+/// (`*`) is found whatever argument holds it.
+pub fn uses_of(module: &Module) -> Vec<(String, DType)> {
+    let Ok(main) = module.main() else {
+        return vec![];
+    };
+    fn dtypes(t: &kiln_ir::Type, out: &mut Vec<DType>) {
+        match t {
+            kiln_ir::Type::Tensor(t) => out.push(t.dtype),
+            kiln_ir::Type::Tuple(fields) => fields.iter().for_each(|f| dtypes(f, out)),
+            _ => {}
+        }
+    }
+    kiln_ir::visit::post_order(module, main.body)
+        .into_iter()
+        .filter_map(|id| {
+            let kind = &module.node(id).kind;
+            let name = kind.op()?.name().to_string();
+            let mut ds = vec![];
+            kind.children()
+                .iter()
+                .for_each(|&c| dtypes(module.ty(c), &mut ds));
+            dtypes(module.ty(id), &mut ds);
+            ds.sort();
+            ds.dedup();
+            if ds.is_empty() {
+                ds.push(DType::F32);
+            }
+            Some(ds.into_iter().map(move |d| (name.clone(), d)))
+        })
+        .flatten()
+        .collect()
+}
+
 impl Built {
     /// The program cut down to its (flattened) output `k` and what that output reads;
     /// `None` when the program has a single output.
@@ -407,7 +443,7 @@ pub fn run_case(
     backend: &ExecBackend,
     opt_level: u8,
 ) -> Result<(Outcome, Option<PassReport>), Failure> {
-    if let Some((op, d)) = backend.unsupported_in(&built.ops) {
+    if let Some((op, d)) = backend.unsupported_in(&uses_of(&built.module)) {
         return Ok((Outcome::Unsupported(op, d), None));
     }
     // The report, or the error and the first output that is wrong on its own.

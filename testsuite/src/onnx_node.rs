@@ -114,11 +114,20 @@ fn compare(i: usize, got: &NDArray, want: &NDArray) -> Result<(), String> {
                 (g.is_nan() && w.is_nan()) || g == &w || (g - w).abs() <= ATOL + RTOL * w.abs();
             if !ok {
                 let mut why = format!("output {i} element {k} is {g}, expected {w}");
-                if want.dtype() == kiln_ir::DType::F16 && w.is_finite() && w != 0.0 {
-                    // One float16 ulp at |w|: 2^(exponent - 10) for normal numbers.
-                    let ulp = 2f64.powi(w.abs().log2().floor().max(-14.0) as i32 - 10);
+                // One ulp at |w| of the 16-bit float formats: 2^(exponent - mantissa bits)
+                // for normal numbers.
+                let half = match want.dtype() {
+                    kiln_ir::DType::F16 => Some(("float16", 10, -14)),
+                    kiln_ir::DType::BF16 => Some(("bfloat16", 7, -126)),
+                    _ => None,
+                };
+                if let Some((name, bits, min_exp)) = half
+                    && w.is_finite()
+                    && w != 0.0
+                {
+                    let ulp = 2f64.powi(w.abs().log2().floor().max(min_exp as f64) as i32 - bits);
                     why += &format!(
-                        " ({} float16 ulps apart: float16 rounding of intermediates)",
+                        " ({} {name} ulps apart: {name} rounding of intermediates)",
                         ((g - w).abs() / ulp).round()
                     );
                 }

@@ -67,13 +67,18 @@ impl Cx<'_, '_> {
                     return Ok((self.read_slot(r), d));
                 }
                 let addr = self.address(*buffer, indices)?;
-                let v = if d == DType::F16 {
+                let v = if is_half(d) {
                     let bits = self
                         .b
                         .ins()
                         .load(types::I16, MemFlagsData::trusted(), addr, 0);
                     let bits = self.b.ins().uextend(types::I32, bits);
-                    self.host1(Host::F16Load, &[bits])
+                    let h = if d == DType::F16 {
+                        Host::F16Load
+                    } else {
+                        Host::Bf16Load
+                    };
+                    self.host1(h, &[bits])
                 } else {
                     self.b
                         .ins()
@@ -95,7 +100,7 @@ impl Cx<'_, '_> {
             Expr::Not(x) => {
                 let (v, d) = self.expr(x)?;
                 let r = if d.is_float() {
-                    let z = self.b.ins().f32const(0.0);
+                    let z = self.fconst(0.0, d);
                     self.b.ins().fcmp(FloatCC::Equal, v, z)
                 } else if d.is_bool() {
                     self.b.ins().bxor_imm_s(v, 1)
@@ -118,21 +123,31 @@ impl Cx<'_, '_> {
     pub(super) fn constant(&mut self, f: f64, i: i64, d: DType) -> Value {
         match d {
             DType::F32 => self.b.ins().f32const(f as f32),
-            DType::F16 => {
-                let h = semantics::f16_value(semantics::f16_bits(f as f32));
+            DType::F16 | DType::BF16 => {
+                let h = semantics::round_float(f, d) as f32;
                 self.b.ins().f32const(h)
             }
+            DType::F64 => self.b.ins().f64const(f),
             DType::Bool => self.iconst(types::I8, (i != 0 || f != 0.0) as i64),
             _ => self.iconst(cl_ty(d), i),
         }
     }
 
-    /// Rounds an f32 value to float16 when `d` is float16.
-    pub(super) fn round(&mut self, v: Value, d: DType) -> Value {
-        if d == DType::F16 {
-            self.host1(Host::F16Round, &[v])
+    /// Float immediate `f` in the register type of float dtype `d` (not rounded).
+    pub(super) fn fconst(&mut self, f: f64, d: DType) -> Value {
+        if d == DType::F64 {
+            self.b.ins().f64const(f)
         } else {
-            v
+            self.b.ins().f32const(f as f32)
+        }
+    }
+
+    /// Rounds an f32 value to float16 or bfloat16 when `d` is one of them.
+    pub(super) fn round(&mut self, v: Value, d: DType) -> Value {
+        match d {
+            DType::F16 => self.host1(Host::F16Round, &[v]),
+            DType::BF16 => self.host1(Host::Bf16Round, &[v]),
+            _ => v,
         }
     }
 
@@ -198,7 +213,7 @@ impl Cx<'_, '_> {
                     .env
                     .func
                     .buffer(*buffer)
-                    .is_some_and(|b| b.dtype != DType::F16 && b.numel().is_some_and(|n| n > 0));
+                    .is_some_and(|b| !is_half(b.dtype) && b.numel().is_some_and(|n| n > 0));
                 ok &= fine || self.promoted[buffer.index()].is_some();
             }
             x if division_may_trap(x) => ok = false,
@@ -302,7 +317,7 @@ impl Cx<'_, '_> {
         rhs_const: Option<i64>,
     ) -> Value {
         let s = is_signed(d);
-        let narrow = cl_ty(d) == types::I8;
+        let narrow = cl_ty(d).bits() < 32;
         let (x, y, ty) = if narrow {
             let ext = |cx: &mut Self, v| {
                 if s {
@@ -354,7 +369,7 @@ impl Cx<'_, '_> {
             }
         };
         if narrow {
-            self.b.ins().ireduce(types::I8, r)
+            self.b.ins().ireduce(cl_ty(d), r)
         } else {
             r
         }
@@ -411,17 +426,40 @@ impl Cx<'_, '_> {
     /// A cast between numeric dtypes (a bool source is an unsigned byte of 0 or 1).
     fn numeric_cast(&mut self, v: Value, from: DType, to: DType) -> Value {
         if to.is_float() {
-            let f = if from.is_float() {
-                v
-            } else {
-                let wide = match cl_ty(from) {
-                    types::I8 if is_signed(from) => self.b.ins().sextend(types::I32, v),
-                    types::I8 => self.b.ins().uextend(types::I32, v),
-                    _ => v,
+            let tt = cl_ty(to);
+            if from.is_float() {
+                return match (cl_ty(from) == types::F64, tt == types::F64) {
+                    (false, false) => self.round(v, to),
+                    (false, true) => self.b.ins().fpromote(types::F64, v),
+                    // One rounding from f64 to the 16-bit formats, never two.
+                    (true, false) => match to {
+                        DType::F16 => self.host1(Host::F16FromF64, &[v]),
+                        DType::BF16 => self.host1(Host::Bf16FromF64, &[v]),
+                        _ => self.b.ins().fdemote(types::F32, v),
+                    },
+                    (true, true) => v,
                 };
-                self.b.ins().fcvt_from_sint(types::F32, wide)
+            }
+            // Integers convert to f64 exactly but for int64/uint64 beyond 2^53, so a
+            // 16-bit or 32-bit float target converts from the integer directly (one
+            // rounding) only for the narrow ones; wide ones go through the target
+            // width's own conversion (`fcvt` rounds once, to nearest even).
+            let wide = match cl_ty(from) {
+                t if t.bits() < 32 && is_signed(from) => self.b.ins().sextend(types::I32, v),
+                t if t.bits() < 32 => self.b.ins().uextend(types::I32, v),
+                _ => v,
             };
-            return self.round(f, to);
+            let ct = if is_half(to) { types::F64 } else { tt };
+            let f = if is_signed(from) || cl_ty(from).bits() < 32 {
+                self.b.ins().fcvt_from_sint(ct, wide)
+            } else {
+                self.b.ins().fcvt_from_uint(ct, wide)
+            };
+            return match to {
+                DType::F16 => self.host1(Host::F16FromF64, &[f]),
+                DType::BF16 => self.host1(Host::Bf16FromF64, &[f]),
+                _ => f,
+            };
         }
         // To an integer.
         let tt = cl_ty(to);
@@ -429,18 +467,16 @@ impl Cx<'_, '_> {
             return match to {
                 DType::I64 => self.b.ins().fcvt_to_sint_sat(types::I64, v),
                 DType::I32 => self.b.ins().fcvt_to_sint_sat(types::I32, v),
+                DType::U64 => self.b.ins().fcvt_to_uint_sat(types::I64, v),
+                DType::U32 => self.b.ins().fcvt_to_uint_sat(types::I32, v),
                 _ => {
                     let w = self.b.ins().fcvt_to_sint_sat(types::I32, v);
-                    let (lo, hi) = if to == DType::I8 {
-                        (-128, 127)
-                    } else {
-                        (0, 255)
-                    };
+                    let (lo, hi) = semantics::int_range(to);
                     let lo = self.iconst(types::I32, lo);
                     let hi = self.iconst(types::I32, hi);
                     let w = self.b.ins().smax(w, lo);
                     let w = self.b.ins().smin(w, hi);
-                    self.b.ins().ireduce(types::I8, w)
+                    self.b.ins().ireduce(tt, w)
                 }
             };
         }
@@ -486,6 +522,9 @@ impl Cx<'_, '_> {
             }
             return Err(self.unsupported(format_args!("`{}` of {d}", intrinsic.name())));
         }
+        if d == DType::F64 {
+            return Ok((self.call_f64(intrinsic, &vs)?, d));
+        }
         let r = match intrinsic {
             Intrinsic::Exp => self.host1(Host::Exp, &[x]),
             Intrinsic::Log => self.host1(Host::Log, &[x]),
@@ -511,7 +550,42 @@ impl Cx<'_, '_> {
             Intrinsic::Abs => self.b.ins().fabs(x),
             Intrinsic::Floor => self.b.ins().floor(x),
             Intrinsic::Ceil => self.b.ins().ceil(x),
+            Intrinsic::Trig(t) => self.host1(Host::Trig(t, false), &[x]),
         };
         Ok((self.round(r, d), d))
+    }
+
+    /// A float64 intrinsic: in f64, with the loop-IR interpreter's f64 definitions.
+    fn call_f64(&mut self, intrinsic: Intrinsic, vs: &[Value]) -> Result<Value> {
+        let x = vs[0];
+        Ok(match intrinsic {
+            Intrinsic::Exp => self.host1(Host::F64(Math64::Exp), &[x]),
+            Intrinsic::Log => self.host1(Host::F64(Math64::Log), &[x]),
+            Intrinsic::Tanh => self.host1(Host::F64(Math64::Tanh), &[x]),
+            Intrinsic::Erf => self.host1(Host::F64(Math64::Erf), &[x]),
+            Intrinsic::Pow => self.host1(Host::F64(Math64::Pow), &[x, vs[1]]),
+            Intrinsic::Sqrt => self.b.ins().sqrt(x),
+            Intrinsic::Rsqrt => {
+                let s = self.b.ins().sqrt(x);
+                let one = self.b.ins().f64const(1.0);
+                self.b.ins().fdiv(one, s)
+            }
+            Intrinsic::Sigmoid => {
+                let a = self.b.ins().fabs(x);
+                let n = self.b.ins().fneg(a);
+                let e = self.host1(Host::F64(Math64::Exp), &[n]);
+                let one = self.b.ins().f64const(1.0);
+                let zero = self.b.ins().f64const(0.0);
+                let den = self.b.ins().fadd(one, e);
+                let pos = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, x, zero);
+                let num = self.b.ins().select(pos, one, e);
+                self.b.ins().fdiv(num, den)
+            }
+            Intrinsic::Fma => self.b.ins().fma(x, vs[1], vs[2]),
+            Intrinsic::Abs => self.b.ins().fabs(x),
+            Intrinsic::Floor => self.b.ins().floor(x),
+            Intrinsic::Ceil => self.b.ins().ceil(x),
+            Intrinsic::Trig(t) => self.host1(Host::Trig(t, true), &[x]),
+        })
     }
 }

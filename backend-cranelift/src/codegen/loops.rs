@@ -125,8 +125,13 @@ impl Cx<'_, '_> {
                     return Ok(());
                 }
                 let addr = self.address(*buffer, indices)?;
-                let v = if d == DType::F16 {
-                    let bits = self.host1(Host::F16Store, &[v]);
+                let v = if is_half(d) {
+                    let h = if d == DType::F16 {
+                        Host::F16Store
+                    } else {
+                        Host::Bf16Store
+                    };
+                    let bits = self.host1(h, &[v]);
                     self.b.ins().ireduce(types::I16, bits)
                 } else {
                     v

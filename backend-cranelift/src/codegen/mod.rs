@@ -62,7 +62,7 @@ use kiln_te::tir::semantics;
 use kiln_te::tir::{self, BinOp, BufferId, Expr, ForKind, Intrinsic, PrimFunc, Scope, Stmt, VarId};
 
 use crate::promote;
-use crate::runtime::{self, Host, HostTy, status};
+use crate::runtime::{self, Host, HostTy, Math64, status};
 use crate::simd::{self, LANES};
 use kiln_te::tir::visit::deep;
 
@@ -176,9 +176,10 @@ pub(crate) fn compile(kernels: &[PrimFunc], opts: Options) -> Result<Compiled> {
         HostTy::I32 => types::I32,
         HostTy::I64 => types::I64,
         HostTy::F32 => types::F32,
+        HostTy::F64 => types::F64,
     };
     let mut hosts = HashMap::new();
-    for h in Host::ALL {
+    for h in Host::all() {
         let (ps, rs) = h.signature();
         let mut sig = Signature::new(call_conv);
         sig.params.extend(ps.iter().map(|&t| AbiParam::new(cl(t))));
@@ -422,19 +423,26 @@ fn lane_flat(shape: &[usize], at: &[i64], last: Option<usize>) -> i64 {
     flat
 }
 
-/// The Cranelift type holding a value of `d` in registers (float16 is computed in f32,
-/// bool is 0 or 1 in an i8).
+/// The Cranelift type holding a value of `d` in registers (float16 and bfloat16 are
+/// computed in f32, bool is 0 or 1 in an i8, uint64 is an i64 read unsigned).
 fn cl_ty(d: DType) -> Type {
     match d {
-        DType::F32 | DType::F16 => types::F32,
+        DType::F32 | DType::F16 | DType::BF16 => types::F32,
+        DType::F64 => types::F64,
         DType::I8 | DType::U8 | DType::Bool => types::I8,
-        DType::I32 => types::I32,
-        DType::I64 => types::I64,
+        DType::I16 | DType::U16 => types::I16,
+        DType::I32 | DType::U32 => types::I32,
+        DType::I64 | DType::U64 => types::I64,
     }
 }
 
 fn is_signed(d: DType) -> bool {
-    matches!(d, DType::I8 | DType::I32 | DType::I64)
+    matches!(d, DType::I8 | DType::I16 | DType::I32 | DType::I64)
+}
+
+/// Whether `d` is a 16-bit float stored as bits and computed in f32 (float16, bfloat16).
+fn is_half(d: DType) -> bool {
+    matches!(d, DType::F16 | DType::BF16)
 }
 
 impl Cx<'_, '_> {

@@ -92,12 +92,31 @@ pub fn reports_division_by_zero(func: &PrimFunc) -> bool {
 }
 
 /// The SPIR-V words of the launch of `func` rooted at `root`.
+/// The dtypes the SPIR-V codegen emits; [`emit_launch`] refuses a kernel using any
+/// other (and [`crate::VulkanBackend`] declares them unsupported).
+pub(crate) const EMITTED: [DType; 7] = [
+    DType::F32,
+    DType::F16,
+    DType::I8,
+    DType::U8,
+    DType::I32,
+    DType::I64,
+    DType::Bool,
+];
+
 pub(crate) fn emit_launch(
     func: &PrimFunc,
     root: &Stmt,
     launch: &Launch,
     features: &Features,
 ) -> Result<Vec<u32>> {
+    if let Some(d) = func.dtypes().into_iter().find(|d| !EMITTED.contains(d)) {
+        return Err(Error::Unsupported(format!(
+            "SPIR-V codegen, kernel @{}: {d} values (it emits {})",
+            func.name,
+            EMITTED.map(DType::name).join(", ")
+        )));
+    }
     let mut b = Builder::new();
     b.set_version(1, 5);
     let glsl = b.ext_inst_import("GLSL.std.450");
@@ -208,6 +227,8 @@ impl<'a> Gen<'a> {
                 self.b.type_int(64, 1)
             }
             DType::F32 | DType::F16 => self.b.type_float(32, None),
+            // Refused by `emit_launch` before any type is made.
+            other => return Err(self.err(format!("{other} values (not emitted)"))),
         })
     }
 

@@ -253,6 +253,8 @@ impl Num for f64 {
     fn lowest(dtype: DType) -> f64 {
         match dtype {
             DType::F16 => -65504.0,
+            DType::F64 => f64::MIN,
+            DType::BF16 => half::bf16::MIN.to_f64(),
             _ => f32::MIN as f64,
         }
     }
@@ -278,7 +280,8 @@ impl Num for i64 {
     fn lowest(dtype: DType) -> i64 {
         match dtype {
             DType::I8 => i8::MIN as i64,
-            DType::U8 | DType::Bool => 0,
+            DType::I16 => i16::MIN as i64,
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::Bool => 0,
             DType::I32 => i32::MIN as i64,
             _ => i64::MIN,
         }

@@ -6,6 +6,7 @@
 //! and wrap to their width at the end.
 
 use crate::attrs::{AttrReader, AttrWriter};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::{Data, NDArray, row_major_strides};
 use crate::ty::{TensorType, Type};
@@ -233,6 +234,13 @@ impl OpSpec for Reduce {
             let v = x.to_i64_vec();
             let (init, step): (i64, fn(i64, i64) -> i64) = match self.kind {
                 ReduceKind::Sum => (0, i64::wrapping_add),
+                // uint64, held as its bit pattern, orders unsigned.
+                ReduceKind::Max if dtype == DType::U64 => {
+                    (0, |a, b| (a as u64).max(b as u64) as i64)
+                }
+                ReduceKind::Min if dtype == DType::U64 => {
+                    (-1, |a, b| (a as u64).min(b as u64) as i64)
+                }
                 ReduceKind::Max => (i64::MIN, i64::max),
                 ReduceKind::Min => (i64::MAX, i64::min),
                 ReduceKind::Prod => (1, i64::wrapping_mul),

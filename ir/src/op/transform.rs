@@ -218,15 +218,7 @@ fn concat_data(dtype: DType, parts: &[&Data]) -> Result<Data> {
         }
         Some(T::wrap(v))
     }
-    let joined = match dtype {
-        DType::F32 => go::<f32>(parts),
-        DType::F16 => go::<half::f16>(parts),
-        DType::I8 => go::<i8>(parts),
-        DType::U8 => go::<u8>(parts),
-        DType::I32 => go::<i32>(parts),
-        DType::I64 => go::<i64>(parts),
-        DType::Bool => go::<bool>(parts),
-    };
+    let joined = crate::tensor::with_element_type!(dtype, T => go::<T>(parts));
     joined.ok_or_else(|| Error::Eval(format!("concatenate: fields are not all {dtype}")))
 }
 

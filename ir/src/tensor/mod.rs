@@ -9,7 +9,7 @@ mod compare;
 mod npy;
 
 pub use compare::Mismatch;
-use half::f16;
+use half::{bf16, f16};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -33,6 +33,18 @@ pub enum Data {
     I64(Vec<i64>),
     /// `bool` elements.
     Bool(Vec<bool>),
+    /// `float64` elements.
+    F64(Vec<f64>),
+    /// `bfloat16` elements.
+    BF16(Vec<bf16>),
+    /// `int16` elements.
+    I16(Vec<i16>),
+    /// `uint16` elements.
+    U16(Vec<u16>),
+    /// `uint32` elements.
+    U32(Vec<u32>),
+    /// `uint64` elements.
+    U64(Vec<u64>),
 }
 
 /// A Rust element type that an [`NDArray`] can hold.
@@ -68,6 +80,73 @@ element!(u8, U8);
 element!(i32, I32);
 element!(i64, I64);
 element!(bool, Bool);
+element!(f64, F64);
+element!(bf16, BF16);
+element!(i16, I16);
+element!(u16, U16);
+element!(u32, U32);
+element!(u64, U64);
+
+/// Evaluates `$body` with `$t` the Rust element type of dtype `$dtype`.
+macro_rules! with_element_type {
+    ($dtype:expr, $t:ident => $body:expr) => {
+        match $dtype {
+            $crate::DType::F32 => {
+                type $t = f32;
+                $body
+            }
+            $crate::DType::F16 => {
+                type $t = half::f16;
+                $body
+            }
+            $crate::DType::I8 => {
+                type $t = i8;
+                $body
+            }
+            $crate::DType::U8 => {
+                type $t = u8;
+                $body
+            }
+            $crate::DType::I32 => {
+                type $t = i32;
+                $body
+            }
+            $crate::DType::I64 => {
+                type $t = i64;
+                $body
+            }
+            $crate::DType::Bool => {
+                type $t = bool;
+                $body
+            }
+            $crate::DType::F64 => {
+                type $t = f64;
+                $body
+            }
+            $crate::DType::BF16 => {
+                type $t = half::bf16;
+                $body
+            }
+            $crate::DType::I16 => {
+                type $t = i16;
+                $body
+            }
+            $crate::DType::U16 => {
+                type $t = u16;
+                $body
+            }
+            $crate::DType::U32 => {
+                type $t = u32;
+                $body
+            }
+            $crate::DType::U64 => {
+                type $t = u64;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_element_type;
 
 /// Applies `$body` to the vector inside a [`Data`], whatever its element type.
 macro_rules! with_data {
@@ -80,6 +159,12 @@ macro_rules! with_data {
             Data::I32($v) => $body,
             Data::I64($v) => $body,
             Data::Bool($v) => $body,
+            Data::F64($v) => $body,
+            Data::BF16($v) => $body,
+            Data::I16($v) => $body,
+            Data::U16($v) => $body,
+            Data::U32($v) => $body,
+            Data::U64($v) => $body,
         }
     };
 }
@@ -95,6 +180,12 @@ impl Data {
             Data::I32(_) => DType::I32,
             Data::I64(_) => DType::I64,
             Data::Bool(_) => DType::Bool,
+            Data::F64(_) => DType::F64,
+            Data::BF16(_) => DType::BF16,
+            Data::I16(_) => DType::I16,
+            Data::U16(_) => DType::U16,
+            Data::U32(_) => DType::U32,
+            Data::U64(_) => DType::U64,
         }
     }
 
@@ -118,10 +209,17 @@ impl Data {
             Data::I32(v) => v.iter().map(|&x| x as f64).collect(),
             Data::I64(v) => v.iter().map(|&x| x as f64).collect(),
             Data::Bool(v) => v.iter().map(|&x| x as u8 as f64).collect(),
+            Data::F64(v) => v.clone(),
+            Data::BF16(v) => v.iter().map(|&x| x.to_f64()).collect(),
+            Data::I16(v) => v.iter().map(|&x| x as f64).collect(),
+            Data::U16(v) => v.iter().map(|&x| x as f64).collect(),
+            Data::U32(v) => v.iter().map(|&x| x as f64).collect(),
+            Data::U64(v) => v.iter().map(|&x| x as f64).collect(),
         }
     }
 
-    /// Values converted to `i64`; floats truncate toward zero, saturating (NaN is 0).
+    /// Values converted to `i64`; floats truncate toward zero, saturating (NaN is 0);
+    /// `uint64` keeps its bit pattern (values above `i64::MAX` read negative).
     pub fn to_i64(&self) -> Vec<i64> {
         match self {
             Data::F32(v) => v.iter().map(|&x| x as i64).collect(),
@@ -131,6 +229,12 @@ impl Data {
             Data::I32(v) => v.iter().map(|&x| x as i64).collect(),
             Data::I64(v) => v.clone(),
             Data::Bool(v) => v.iter().map(|&x| x as i64).collect(),
+            Data::F64(v) => v.iter().map(|&x| x as i64).collect(),
+            Data::BF16(v) => v.iter().map(|&x| x.to_f64() as i64).collect(),
+            Data::I16(v) => v.iter().map(|&x| x as i64).collect(),
+            Data::U16(v) => v.iter().map(|&x| x as i64).collect(),
+            Data::U32(v) => v.iter().map(|&x| x as i64).collect(),
+            Data::U64(v) => v.iter().map(|&x| x as i64).collect(),
         }
     }
 
@@ -146,10 +250,17 @@ impl Data {
             DType::I32 => Data::I32(v.map(|x| x as i32).collect()),
             DType::I64 => Data::I64(v.map(|x| x as i64).collect()),
             DType::Bool => Data::Bool(v.map(|x| x != 0.0).collect()),
+            DType::F64 => Data::F64(v.collect()),
+            DType::BF16 => Data::BF16(v.map(bf16::from_f64).collect()),
+            DType::I16 => Data::I16(v.map(|x| x as i16).collect()),
+            DType::U16 => Data::U16(v.map(|x| x as u16).collect()),
+            DType::U32 => Data::U32(v.map(|x| x as u32).collect()),
+            DType::U64 => Data::U64(v.map(|x| x as u64).collect()),
         }
     }
 
-    /// `i64` values converted to `dtype`: two's-complement wrapping for integer types.
+    /// `i64` values converted to `dtype`: two's-complement wrapping for integer types
+    /// (`uint64` takes the bit pattern).
     pub fn from_i64(dtype: DType, v: impl IntoIterator<Item = i64>) -> Data {
         let v = v.into_iter();
         match dtype {
@@ -160,6 +271,12 @@ impl Data {
             DType::I32 => Data::I32(v.map(|x| x as i32).collect()),
             DType::I64 => Data::I64(v.collect()),
             DType::Bool => Data::Bool(v.map(|x| x != 0).collect()),
+            DType::F64 => Data::F64(v.map(|x| x as f64).collect()),
+            DType::BF16 => Data::BF16(v.map(|x| bf16::from_f64(x as f64)).collect()),
+            DType::I16 => Data::I16(v.map(|x| x as i16).collect()),
+            DType::U16 => Data::U16(v.map(|x| x as u16).collect()),
+            DType::U32 => Data::U32(v.map(|x| x as u32).collect()),
+            DType::U64 => Data::U64(v.map(|x| x as u64).collect()),
         }
     }
 
@@ -251,7 +368,7 @@ impl NDArray {
             DType::Bool => Data::Bool((0..n).map(|_| rng.next_u64() & 1 == 1).collect()),
             d => {
                 let (lo, hi) = if (lo, hi) == (-1.0, 1.0) {
-                    if d == DType::U8 { (0, 20) } else { (-10, 10) }
+                    if d.is_unsigned() { (0, 20) } else { (-10, 10) }
                 } else {
                     (lo.ceil() as i64, hi.floor() as i64)
                 };
@@ -362,6 +479,12 @@ impl NDArray {
             Data::I32(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
             Data::I64(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
             Data::Bool(v) => v.iter().for_each(|&x| out.push(x as u8)),
+            Data::F64(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            Data::BF16(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            Data::I16(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            Data::U16(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            Data::U32(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            Data::U64(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
         }
         out
     }
@@ -394,6 +517,12 @@ impl NDArray {
             DType::I32 => Data::I32(chunks(bytes).map(i32::from_le_bytes).collect()),
             DType::I64 => Data::I64(chunks(bytes).map(i64::from_le_bytes).collect()),
             DType::Bool => Data::Bool(bytes.iter().map(|&b| b != 0).collect()),
+            DType::F64 => Data::F64(chunks(bytes).map(f64::from_le_bytes).collect()),
+            DType::BF16 => Data::BF16(chunks(bytes).map(bf16::from_le_bytes).collect()),
+            DType::I16 => Data::I16(chunks(bytes).map(i16::from_le_bytes).collect()),
+            DType::U16 => Data::U16(chunks(bytes).map(u16::from_le_bytes).collect()),
+            DType::U32 => Data::U32(chunks(bytes).map(u32::from_le_bytes).collect()),
+            DType::U64 => Data::U64(chunks(bytes).map(u64::from_le_bytes).collect()),
         };
         NDArray::new(shape, data)
     }
@@ -408,6 +537,7 @@ impl NDArray {
                 .take(n)
                 .map(|x| format!("{x:.6}"))
                 .collect(),
+            Data::U64(v) => v.iter().take(n).map(|x| x.to_string()).collect(),
             d => d.to_i64().iter().take(n).map(|x| x.to_string()).collect(),
         };
         let more = if self.numel() > n { ", ..." } else { "" };

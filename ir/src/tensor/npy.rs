@@ -1,5 +1,7 @@
 //! `.npy` files (numpy's format, versions 1.0 to 3.0): C-ordered, little-endian arrays
-//! of kiln's dtypes. Anything else is refused with an error that says why.
+//! of kiln's dtypes. Anything else is refused with an error that says why. numpy has
+//! no bfloat16: kiln writes it under the descr `bfloat16`, the name the `ml_dtypes`
+//! package registers (numpy reads it back once `ml_dtypes` is imported).
 
 use std::path::Path;
 
@@ -18,6 +20,12 @@ fn descr(dtype: DType) -> &'static str {
         DType::I32 => "<i4",
         DType::I64 => "<i8",
         DType::Bool => "|b1",
+        DType::F64 => "<f8",
+        DType::BF16 => "bfloat16",
+        DType::I16 => "<i2",
+        DType::U16 => "<u2",
+        DType::U32 => "<u4",
+        DType::U64 => "<u8",
     }
 }
 
@@ -30,6 +38,12 @@ fn dtype_of_descr(d: &str) -> Option<DType> {
         "<i4" => DType::I32,
         "<i8" => DType::I64,
         "|b1" | "<b1" | "b1" => DType::Bool,
+        "<f8" => DType::F64,
+        "bfloat16" => DType::BF16,
+        "<i2" => DType::I16,
+        "<u2" => DType::U16,
+        "<u4" => DType::U32,
+        "<u8" => DType::U64,
         _ => return None,
     })
 }
@@ -226,7 +240,7 @@ impl NDArray {
         } = parse_header(header).map_err(|m| bad(format!("bad header: {m}")))?;
         let dtype = dtype_of_descr(&descr).ok_or_else(|| {
             bad(format!(
-                "dtype '{descr}' is not supported (kiln reads <f4, <f2, i1, u1, <i4, <i8, b1)"
+                "dtype '{descr}' is not supported (kiln reads <f8, <f4, <f2, bfloat16, i1, u1, <i2, <u2, <i4, <u4, <i8, <u8, b1)"
             ))
         })?;
         if fortran_order {
@@ -310,13 +324,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("bad.npy") && e.contains("magic"), "{e}");
-        let mut f64_file = NDArray::zeros([2], DType::F32).to_npy_bytes();
-        let at = f64_file.windows(3).position(|w| w == b"<f4").unwrap();
-        f64_file[at + 2] = b'8';
-        let e = NDArray::from_npy_bytes(&f64_file, p)
+        // complex64 (`<c8`), which kiln has no dtype for.
+        let mut c64_file = NDArray::zeros([2], DType::F64).to_npy_bytes();
+        let at = c64_file.windows(3).position(|w| w == b"<f8").unwrap();
+        c64_file[at + 1] = b'c';
+        let e = NDArray::from_npy_bytes(&c64_file, p)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("'<f8' is not supported"), "{e}");
+        assert!(e.contains("'<c8' is not supported"), "{e}");
         let mut short = NDArray::zeros([4], DType::F32).to_npy_bytes();
         short.truncate(short.len() - 3);
         let e = NDArray::from_npy_bytes(&short, p).unwrap_err().to_string();

@@ -168,6 +168,10 @@ fn int_fits(dtype: DType, v: i64) -> bool {
         DType::I8 => i8::try_from(v).is_ok(),
         DType::U8 => u8::try_from(v).is_ok(),
         DType::I32 => i32::try_from(v).is_ok(),
+        DType::I16 => i16::try_from(v).is_ok(),
+        DType::U16 => u16::try_from(v).is_ok(),
+        DType::U32 => u32::try_from(v).is_ok(),
+        DType::U64 => v >= 0,
         _ => true,
     }
 }
@@ -177,6 +181,8 @@ fn int_fits(dtype: DType, v: i64) -> bool {
 enum Values {
     F32(Vec<f32>),
     F16(Vec<f16>),
+    /// float64 and bfloat16, read as `f64` (bfloat16 values print exactly as float32).
+    Wide(DType, Vec<f64>),
     Int(DType, Vec<i64>),
     Bool(Vec<bool>),
 }
@@ -187,6 +193,7 @@ impl Values {
             DType::F32 => Values::F32(Vec::with_capacity(capacity)),
             DType::F16 => Values::F16(Vec::with_capacity(capacity)),
             DType::Bool => Values::Bool(Vec::with_capacity(capacity)),
+            d @ (DType::F64 | DType::BF16) => Values::Wide(d, Vec::with_capacity(capacity)),
             d => Values::Int(d, Vec::with_capacity(capacity)),
         }
     }
@@ -202,6 +209,15 @@ impl Values {
         let ok = match self {
             Values::F32(v) => float().map(|x| v.push(x)),
             Values::F16(v) => float().map(|x| v.push(f16::from_f32(x))),
+            Values::Wide(_, v) => {
+                let lit = split_literal(s);
+                lit.num
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|_| lit.suffix.is_empty())
+                    .map(|x| v.push(x))
+            }
+            Values::Int(DType::U64, v) => s.parse::<u64>().ok().map(|x| v.push(x as i64)),
             Values::Bool(v) => match s {
                 "True" => {
                     let _: () = v.push(true);
@@ -229,7 +245,7 @@ impl Values {
         match self {
             Values::F32(_) => DType::F32,
             Values::F16(_) => DType::F16,
-            Values::Int(d, _) => *d,
+            Values::Wide(d, _) | Values::Int(d, _) => *d,
             Values::Bool(_) => DType::Bool,
         }
     }
@@ -238,6 +254,7 @@ impl Values {
         match self {
             Values::F32(v) => Data::F32(v),
             Values::F16(v) => Data::F16(v),
+            Values::Wide(d, v) => Data::from_f64(d, v),
             Values::Int(d, v) => Data::from_i64(d, v),
             Values::Bool(v) => Data::Bool(v),
         }
@@ -809,9 +826,15 @@ impl<'t> Parser<'t, '_> {
             "u8" => DType::U8,
             "i32" => DType::I32,
             "i64" => DType::I64,
+            "f64" => DType::F64,
+            "bf16" => DType::BF16,
+            "i16" => DType::I16,
+            "u16" => DType::U16,
+            "u32" => DType::U32,
+            "u64" => DType::U64,
             s => {
                 return Err(pos.error(format!(
-                    "unknown literal suffix `{s}` in `{text}` (expected f, f16, i8, u8, i32 or i64)"
+                    "unknown literal suffix `{s}` in `{text}` (expected f, f16, f64, bf16, i8, u8, i16, u16, i32, u32, i64 or u64)"
                 )));
             }
         };
@@ -827,7 +850,16 @@ impl<'t> Parser<'t, '_> {
                 .parse::<f32>()
                 .map(|x| NDArray::scalar(f16::from_f32(x)))
                 .map_err(|_| bad()),
+            DType::F64 | DType::BF16 => lit
+                .num
+                .parse::<f64>()
+                .map_err(|_| bad())
+                .and_then(|x| NDArray::new(vec![], Data::from_f64(dtype, [x])).map_err(at(pos))),
             _ if lit.float_like => Err(pos.error(format!("`{text}` is not an integer"))),
+            DType::U64 => {
+                let v = lit.num.parse::<u64>().map_err(|_| bad())?;
+                NDArray::new(vec![], Data::U64(vec![v])).map_err(at(pos))
+            }
             _ => {
                 let v = lit.num.parse::<i64>().map_err(|_| bad())?;
                 if !int_fits(dtype, v) {
@@ -879,8 +911,8 @@ impl<'t> Parser<'t, '_> {
         let lit = split_literal(text);
         let float = match lit.suffix {
             "" => lit.float_like,
-            "f" | "f16" | "f32" | "f64" => true,
-            "i8" | "u8" | "i32" | "i64" if !lit.float_like => false,
+            "f" | "f16" | "bf16" | "f32" | "f64" => true,
+            "i8" | "u8" | "i16" | "u16" | "i32" | "u32" | "i64" | "u64" if !lit.float_like => false,
             _ => return Err(pos.error(format!("`{text}` is not a valid attribute number"))),
         };
         if float {
@@ -972,7 +1004,8 @@ impl<'t> Parser<'t, '_> {
     fn dtype_named(pos: Pos, name: &str) -> Result<DType> {
         name.parse::<DType>().map_err(|_| {
             pos.error(format!(
-                "unknown type or dtype `{name}` (kiln supports float32, float16, int8, uint8, int32, int64, bool)"
+                "unknown type or dtype `{name}` (kiln supports {})",
+                DType::ALL.map(DType::name).join(", ")
             ))
         })
     }

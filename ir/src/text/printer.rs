@@ -176,6 +176,12 @@ fn element_text(data: &Data, i: usize) -> String {
         Data::U8(v) => v[i].to_string(),
         Data::I32(v) => v[i].to_string(),
         Data::I64(v) => v[i].to_string(),
+        Data::F64(v) => crate::attrs::relay_float(v[i], v[i]),
+        Data::BF16(v) => fmt_f32(v[i].to_f32()),
+        Data::I16(v) => v[i].to_string(),
+        Data::U16(v) => v[i].to_string(),
+        Data::U32(v) => v[i].to_string(),
+        Data::U64(v) => v[i].to_string(),
     }
 }
 

@@ -628,12 +628,12 @@ const ERRORS: &[(&str, &str)] = &[
         "parse error at 1:40: the declared return type Tensor[(3), float32] does not match the body's type Tensor[(2), float32]",
     ),
     (
-        "def @main(%x: Tensor[(2), float64]) {\n  %x\n}",
-        "parse error at 1:27: unknown type or dtype `float64` (kiln supports float32, float16, int8, uint8, int32, int64, bool)",
+        "def @main(%x: Tensor[(2), complex64]) {\n  %x\n}",
+        "parse error at 1:27: unknown type or dtype `complex64` (kiln supports float32, float16, int8, uint8, int32, int64, bool, float64, bfloat16, int16, uint16, uint32, uint64)",
     ),
     (
         "def @main() {\n  (3q, 1)\n}",
-        "parse error at 2:4: unknown literal suffix `q` in `3q` (expected f, f16, i8, u8, i32 or i64)",
+        "parse error at 2:4: unknown literal suffix `q` in `3q` (expected f, f16, f64, bf16, i8, u8, i16, u16, i32, u32, i64 or u64)",
     ),
     (
         "def @main() {\n  300i8\n}",

@@ -339,6 +339,9 @@ fn reduce_init(kind: ReduceKind, dtype: DType) -> tir::Expr {
                     },
                     dtype,
                 )
+            } else if dtype == DType::U64 {
+                // 0 and u64::MAX (all ones) as the bit patterns uint64 is held as.
+                tir::Expr::int_of(if max { 0 } else { -1 }, dtype)
             } else {
                 let (lo, hi) = tir::semantics::int_range(dtype);
                 tir::Expr::int_of(if max { lo } else { hi }, dtype)

@@ -207,11 +207,68 @@ pub enum Intrinsic {
     Floor,
     /// Rounding toward positive infinity.
     Ceil,
+    /// A trigonometric or hyperbolic function or its inverse.
+    Trig(Trig),
+}
+
+/// Generates [`Trig`] from one table: each function's variant, its text name and the
+/// Rust `f32`/`f64` method that defines it.
+macro_rules! trig_functions {
+    ($($v:ident => $name:literal, $method:ident;)*) => {
+        /// The trigonometric and hyperbolic functions and their inverses. Their meaning
+        /// in the loop IR is the C library's (Rust's `f32`/`f64` methods call libm:
+        /// within 1 ulp of the exact value in glibc), in `f32` for every float dtype but
+        /// `float64`, then rounded to the dtype like every float operation.
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Trig {
+            $(#[doc = concat!("`", $name, "`.")] $v,)*
+        }
+
+        impl Trig {
+            /// Every function, in a fixed order.
+            pub const ALL: [Trig; [$($name),*].len()] = [$(Trig::$v),*];
+
+            /// The name in the text form (`sin`, `atanh`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Trig::$v => $name,)*
+                }
+            }
+
+            /// The function in `f32`.
+            pub fn f32(self, x: f32) -> f32 {
+                match self {
+                    $(Trig::$v => x.$method(),)*
+                }
+            }
+
+            /// The function in `f64` (float64 values).
+            pub fn f64(self, x: f64) -> f64 {
+                match self {
+                    $(Trig::$v => x.$method(),)*
+                }
+            }
+        }
+    };
+}
+
+trig_functions! {
+    Sin => "sin", sin;
+    Cos => "cos", cos;
+    Tan => "tan", tan;
+    Asin => "asin", asin;
+    Acos => "acos", acos;
+    Atan => "atan", atan;
+    Sinh => "sinh", sinh;
+    Cosh => "cosh", cosh;
+    Asinh => "asinh", asinh;
+    Acosh => "acosh", acosh;
+    Atanh => "atanh", atanh;
 }
 
 impl Intrinsic {
     /// Every intrinsic, in a fixed order.
-    pub const ALL: [Intrinsic; 12] = [
+    pub const ALL: [Intrinsic; 23] = [
         Intrinsic::Exp,
         Intrinsic::Log,
         Intrinsic::Sqrt,
@@ -224,6 +281,17 @@ impl Intrinsic {
         Intrinsic::Abs,
         Intrinsic::Floor,
         Intrinsic::Ceil,
+        Intrinsic::Trig(Trig::Sin),
+        Intrinsic::Trig(Trig::Cos),
+        Intrinsic::Trig(Trig::Tan),
+        Intrinsic::Trig(Trig::Asin),
+        Intrinsic::Trig(Trig::Acos),
+        Intrinsic::Trig(Trig::Atan),
+        Intrinsic::Trig(Trig::Sinh),
+        Intrinsic::Trig(Trig::Cosh),
+        Intrinsic::Trig(Trig::Asinh),
+        Intrinsic::Trig(Trig::Acosh),
+        Intrinsic::Trig(Trig::Atanh),
     ];
 
     /// The name in the text form.
@@ -241,6 +309,7 @@ impl Intrinsic {
             Intrinsic::Abs => "abs",
             Intrinsic::Floor => "floor",
             Intrinsic::Ceil => "ceil",
+            Intrinsic::Trig(t) => t.name(),
         }
     }
 

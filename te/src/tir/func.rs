@@ -37,6 +37,33 @@ pub struct PrimFunc {
 }
 
 impl PrimFunc {
+    /// Every element dtype the kernel uses: of its buffers and variables, and of the
+    /// immediates and casts in its statements. A backend refuses a kernel whose dtypes
+    /// it does not generate code for by checking this set first.
+    pub fn dtypes(&self) -> std::collections::BTreeSet<DType> {
+        use super::expr::Expr;
+        let mut found: std::collections::BTreeSet<DType> = self
+            .buffers
+            .iter()
+            .map(|b| b.dtype)
+            .chain(self.vars.iter().map(|v| v.ty.dtype))
+            .collect();
+        self.body.visit(&mut |s| {
+            for e in s.exprs() {
+                e.visit(&mut |x| match x {
+                    Expr::Int { dtype, .. } | Expr::Float { dtype, .. } => {
+                        found.insert(*dtype);
+                    }
+                    Expr::Cast { to, .. } => {
+                        found.insert(*to);
+                    }
+                    _ => {}
+                });
+            }
+        });
+        found
+    }
+
     /// The buffer with id `id`, if the arena has it.
     pub fn buffer(&self, id: BufferId) -> Option<&Buffer> {
         self.buffers.get(id.index())

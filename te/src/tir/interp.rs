@@ -38,7 +38,9 @@ use kiln_ir::{DType, Data, NDArray};
 use super::expr::{BinOp, Expr, Intrinsic, fmaximum, fminimum};
 use super::func::PrimFunc;
 use super::printer::Names;
-use super::semantics::{float_to_int, int_binary, round_float, wrap_int};
+use super::semantics::{
+    computes_in_f64, float_to_int, int_binary, int_less, int_to_f64, round_float, wrap_int,
+};
 use super::stmt::{ForKind, Stmt};
 use super::types::{BufferId, Scope, VarId};
 use super::visit::deep;
@@ -255,8 +257,13 @@ struct Value {
     lanes: Vec<Num>,
 }
 
-/// A number of dtype `d` from any lane, with the conversion rules of `cast`.
-fn convert(n: Num, d: DType) -> Num {
+/// A number of dtype `d` from a lane of dtype `from`, with the conversion rules of
+/// `cast` (`from` matters for `uint64`, held as its bit pattern).
+fn convert(n: Num, from: DType, d: DType) -> Num {
+    let n = match n {
+        Num::I(v) if from == DType::U64 && v < 0 && !d.is_int() => Num::F(int_to_f64(v, from)),
+        n => n,
+    };
     if d.is_float() {
         Num::F(round_float(n.as_f64(), d))
     } else if d.is_bool() {
@@ -816,8 +823,8 @@ impl<'a> Machine<'a> {
             lanes: vec![n],
         };
         Ok(match e {
-            Expr::Int { value, dtype } => scalar(*dtype, convert(Num::I(*value), *dtype)),
-            Expr::Float { value, dtype } => scalar(*dtype, convert(Num::F(*value), *dtype)),
+            Expr::Int { value, dtype } => scalar(*dtype, convert(Num::I(*value), *dtype, *dtype)),
+            Expr::Float { value, dtype } => scalar(*dtype, convert(Num::F(*value), *dtype, *dtype)),
             Expr::Bool(b) => scalar(DType::Bool, Num::B(*b)),
             Expr::Var(v) => env.vars.get(v.index()).cloned().flatten().ok_or_else(|| {
                 Error::Eval(format!(
@@ -873,7 +880,7 @@ impl<'a> Machine<'a> {
                 let v = self.eval(value, env, guarded)?;
                 Value {
                     dtype: *to,
-                    lanes: v.lanes.iter().map(|&n| convert(n, *to)).collect(),
+                    lanes: v.lanes.iter().map(|&n| convert(n, v.dtype, *to)).collect(),
                 }
             }
             Expr::Call { intrinsic, args } => {
@@ -957,10 +964,10 @@ fn binary_num(op: BinOp, d: DType, x: Num, y: Num) -> Result<Num> {
             match op {
                 Eq => x == y,
                 Ne => x != y,
-                Lt => x < y,
-                Le => x <= y,
-                Gt => x > y,
-                _ => x >= y,
+                Lt => int_less(x, y, d),
+                Le => !int_less(y, x, d),
+                Gt => int_less(y, x, d),
+                _ => !int_less(x, y, d),
             }
         };
         return Ok(Num::B(r));
@@ -972,6 +979,19 @@ fn binary_num(op: BinOp, d: DType, x: Num, y: Num) -> Result<Num> {
             Or => Ok(Num::B(x || y)),
             _ => Err(Error::Eval(format!("{op:?} on bool"))),
         };
+    }
+    if computes_in_f64(d) {
+        let (x, y) = (x.as_f64(), y.as_f64());
+        let r = match op {
+            Add => x + y,
+            Sub => x - y,
+            Mul => x * y,
+            Div => x / y,
+            Min => kiln_ir::op::elemwise::fminimum(x, y),
+            Max => kiln_ir::op::elemwise::fmaximum(x, y),
+            _ => return Err(Error::Eval(format!("{op:?} on {d}"))),
+        };
+        return Ok(Num::F(r));
     }
     if d.is_float() {
         let (x, y) = (x.as_f64() as f32, y.as_f64() as f32);
@@ -1010,31 +1030,47 @@ fn int_div_op(op: BinOp, x: i64, y: i64) -> Result<i64> {
 /// negative `x` gives a tiny positive value (not `0`), a large positive one rounds to
 /// `1`, and NaN stays NaN. Every backend computes this same form.
 pub fn sigmoid(x: f32) -> f32 {
-    let e = (-x.abs()).exp();
-    if x >= 0.0 {
-        1.0 / (1.0 + e)
-    } else {
-        e / (1.0 + e)
-    }
+    float_intrinsic(Intrinsic::Sigmoid, x, 0.0, 0.0)
 }
 
-/// One float intrinsic of one lane, computed in `f32` (before rounding to the dtype).
-fn float_intrinsic(intrinsic: Intrinsic, x: f32, y: f32, z: f32) -> f32 {
-    match intrinsic {
-        Intrinsic::Exp => x.exp(),
-        Intrinsic::Log => x.ln(),
-        Intrinsic::Sqrt => x.sqrt(),
-        Intrinsic::Rsqrt => 1.0 / x.sqrt(),
-        Intrinsic::Tanh => x.tanh(),
-        Intrinsic::Sigmoid => sigmoid(x),
-        Intrinsic::Erf => erf(x as f64) as f32,
-        Intrinsic::Fma => x.mul_add(y, z),
-        Intrinsic::Pow => x.powf(y),
-        Intrinsic::Abs => x.abs(),
-        Intrinsic::Floor => x.floor(),
-        Intrinsic::Ceil => x.ceil(),
-    }
+/// Generates a float intrinsic function of one lane computed in `$t` (before rounding
+/// to the dtype): `f32` for every float dtype but `float64`, which computes in `f64`.
+macro_rules! float_intrinsic_in {
+    ($(#[$doc:meta])* $name:ident, $t:ident) => {
+        $(#[$doc])*
+        fn $name(intrinsic: Intrinsic, x: $t, y: $t, z: $t) -> $t {
+            match intrinsic {
+                Intrinsic::Exp => x.exp(),
+                Intrinsic::Log => x.ln(),
+                Intrinsic::Sqrt => x.sqrt(),
+                Intrinsic::Rsqrt => 1.0 / x.sqrt(),
+                Intrinsic::Tanh => x.tanh(),
+                Intrinsic::Sigmoid => {
+                    // The stable form (see [`sigmoid`]).
+                    let e = (-x.abs()).exp();
+                    if x >= 0.0 { 1.0 / (1.0 + e) } else { e / (1.0 + e) }
+                }
+                Intrinsic::Erf => erf(x as f64) as $t,
+                Intrinsic::Fma => x.mul_add(y, z),
+                Intrinsic::Pow => x.powf(y),
+                Intrinsic::Abs => x.abs(),
+                Intrinsic::Floor => x.floor(),
+                Intrinsic::Ceil => x.ceil(),
+                Intrinsic::Trig(t) => t.$t(x),
+            }
+        }
+    };
 }
+float_intrinsic_in!(
+    /// One float intrinsic of one lane, computed in `f32` (before rounding to the dtype).
+    float_intrinsic,
+    f32
+);
+float_intrinsic_in!(
+    /// One `float64` intrinsic of one lane.
+    float_intrinsic_f64,
+    f64
+);
 
 fn call(intrinsic: Intrinsic, args: &[Value]) -> Result<Value> {
     if args.len() != intrinsic.arity() {
@@ -1068,12 +1104,14 @@ fn call(intrinsic: Intrinsic, args: &[Value]) -> Result<Value> {
     }
     let mut lanes = Vec::with_capacity(n);
     for l in 0..n {
-        let arg = |k: usize| {
-            args.get(k)
-                .map_or(0.0, |a: &Value| a.lanes[l].as_f64() as f32)
+        let arg = |k: usize| args.get(k).map_or(0.0, |a: &Value| a.lanes[l].as_f64());
+        let r = if computes_in_f64(d) {
+            float_intrinsic_f64(intrinsic, arg(0), arg(1), arg(2))
+        } else {
+            let arg = |k: usize| arg(k) as f32;
+            float_intrinsic(intrinsic, arg(0), arg(1), arg(2)) as f64
         };
-        let r = float_intrinsic(intrinsic, arg(0), arg(1), arg(2));
-        lanes.push(Num::F(round_float(r as f64, d)));
+        lanes.push(Num::F(round_float(r, d)));
     }
     Ok(Value { dtype: d, lanes })
 }
@@ -1121,8 +1159,13 @@ mod tests {
             i(1)
         );
         assert!(binary_num(BinOp::Div, DType::I32, i(1), i(0)).is_err());
-        assert_eq!(convert(Num::F(300.7), DType::U8), i(255));
-        assert_eq!(convert(Num::I(300), DType::U8), i(44));
+        assert_eq!(convert(Num::F(300.7), DType::F32, DType::U8), i(255));
+        assert_eq!(convert(Num::I(300), DType::I32, DType::U8), i(44));
+        assert_eq!(
+            convert(Num::I(-1), DType::U64, DType::F64),
+            Num::F(u64::MAX as f64)
+        );
+        assert_eq!(convert(Num::I(-1), DType::U64, DType::U8), i(255));
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub mod types;
 pub mod verify;
 pub mod visit;
 
-pub use expr::{BinOp, Expr, Intrinsic};
+pub use expr::{BinOp, Expr, Intrinsic, Trig};
 pub use func::{PrimFunc, PrimFuncBuilder, VarDecl};
 pub use interp::{run, run_with_inputs};
 pub use legalize::legalize;

@@ -852,6 +852,8 @@ fn special_float(s: &str) -> Option<Lit> {
         "" => Some(Lit::Float(v, None)),
         "f16" => Some(Lit::Float(v, Some(DType::F16))),
         "f32" => Some(Lit::Float(v, Some(DType::F32))),
+        "f64" => Some(Lit::Float(v, Some(DType::F64))),
+        "bf16" => Some(Lit::Float(v, Some(DType::BF16))),
         _ => None,
     }
 }
@@ -877,6 +879,12 @@ fn parse_number(s: &str) -> Option<Lit> {
         "u8" => Some(DType::U8),
         "i32" => Some(DType::I32),
         "i64" => Some(DType::I64),
+        "f64" => Some(DType::F64),
+        "bf16" => Some(DType::BF16),
+        "i16" => Some(DType::I16),
+        "u16" => Some(DType::U16),
+        "u32" => Some(DType::U32),
+        "u64" => Some(DType::U64),
         _ => return None,
     };
     let is_float_text = num.contains(['.', 'e', 'E']);
@@ -974,7 +982,9 @@ mod tests {
             parse_err("primfn @k() { $ }"),
             "parse error at 1:15: unexpected character `$`"
         );
-        assert!(parse_err("primfn @k(%a: Buffer[(4), float64, global]) {}").contains("float64"));
+        assert!(
+            parse_err("primfn @k(%a: Buffer[(4), complex64, global]) {}").contains("complex64")
+        );
         assert!(parse_err("primfn @k(out %a: Buffer[(4), float32, global], %b: Buffer[(4), float32, global]) {}").contains("before outputs"));
         let deep = format!(
             "primfn @k(out %a: Buffer[(4), int32, global]) {{ %a[0] = {}1{} }}",

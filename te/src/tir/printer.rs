@@ -136,6 +136,12 @@ pub fn literal_suffix(d: DType) -> &'static str {
         DType::I8 => "i8",
         DType::U8 => "u8",
         DType::I64 => "i64",
+        DType::F64 => "f64",
+        DType::BF16 => "bf16",
+        DType::I16 => "i16",
+        DType::U16 => "u16",
+        DType::U32 => "u32",
+        DType::U64 => "u64",
     }
 }
 

@@ -22,37 +22,72 @@ use super::expr::{BinOp, Expr};
 pub use super::expr::{fmaximum, fminimum};
 use super::func::PrimFunc;
 
-/// The smallest and largest value of integer (or bool) dtype `d`; `i64`'s range for
-/// float dtypes, which are not integers.
+/// The smallest and largest value of integer (or bool) dtype `d` as the IR holds it
+/// in `i64`; `i64`'s range for float dtypes, which are not integers, and for `uint64`,
+/// held as its two's-complement bit pattern (see [`int_to_f64`]).
 pub fn int_range(d: DType) -> (i64, i64) {
     match d {
         DType::I8 => (i8::MIN as i64, i8::MAX as i64),
         DType::U8 => (0, u8::MAX as i64),
+        DType::I16 => (i16::MIN as i64, i16::MAX as i64),
+        DType::U16 => (0, u16::MAX as i64),
         DType::I32 => (i32::MIN as i64, i32::MAX as i64),
+        DType::U32 => (0, u32::MAX as i64),
         DType::Bool => (0, 1),
         _ => (i64::MIN, i64::MAX),
     }
 }
 
 /// `v` reduced to the width of integer dtype `d` (two's complement wrapping; bool is
-/// `v != 0`).
+/// `v != 0`; `int64` and `uint64` are 64 bits wide already).
 pub fn wrap_int(v: i64, d: DType) -> i64 {
     match d {
         DType::I8 => v as i8 as i64,
         DType::U8 => v as u8 as i64,
+        DType::I16 => v as i16 as i64,
+        DType::U16 => v as u16 as i64,
         DType::I32 => v as i32 as i64,
+        DType::U32 => v as u32 as i64,
         DType::Bool => (v != 0) as i64,
         _ => v,
     }
 }
 
-/// Float value `v` rounded to float dtype `d`: `float16` to nearest (ties to even),
-/// anything else to `float32`.
+/// The number an integer of dtype `d` held as `v` stands for: `v` itself, but for
+/// `uint64`, whose values above `i64::MAX` are held as their (negative) bit pattern.
+pub fn int_to_f64(v: i64, d: DType) -> f64 {
+    if d == DType::U64 {
+        v as u64 as f64
+    } else {
+        v as f64
+    }
+}
+
+/// Whether `a < b` for integers of dtype `d` as the IR holds them (`uint64` compared
+/// unsigned).
+pub fn int_less(a: i64, b: i64, d: DType) -> bool {
+    if d == DType::U64 {
+        (a as u64) < (b as u64)
+    } else {
+        a < b
+    }
+}
+
+/// Float value `v` rounded to float dtype `d`: `float16` and `bfloat16` to nearest
+/// (ties to even), `float64` kept, anything else to `float32`.
 pub fn round_float(v: f64, d: DType) -> f64 {
     match d {
         DType::F16 => half::f16::from_f64(v).to_f64(),
+        DType::BF16 => half::bf16::from_f64(v).to_f64(),
+        DType::F64 => v,
         _ => v as f32 as f64,
     }
+}
+
+/// Whether float dtype `d` computes in `f64` (only `float64`; the others compute in
+/// `f32` and round to their width after each operation).
+pub fn computes_in_f64(d: DType) -> bool {
+    d == DType::F64
 }
 
 /// The float16 bits nearest to `x` (ties to even; NaN stays NaN).
@@ -71,7 +106,11 @@ pub fn float_to_int(v: f64, d: DType) -> i64 {
     match d {
         DType::I8 => v as i8 as i64,
         DType::U8 => v as u8 as i64,
+        DType::I16 => v as i16 as i64,
+        DType::U16 => v as u16 as i64,
         DType::I32 => v as i32 as i64,
+        DType::U32 => v as u32 as i64,
+        DType::U64 => v as u64 as i64,
         DType::Bool => (v != 0.0) as i64,
         _ => v as i64,
     }
@@ -106,6 +145,19 @@ pub fn floor_mod(a: i64, b: i64) -> Option<i64> {
 /// width, `/` truncates, `floordiv`/`floormod` round down; `None` for division by zero
 /// and for comparisons and logic (which are not integer-valued).
 pub fn int_binary(op: BinOp, a: i64, b: i64, d: DType) -> Option<i64> {
+    if d == DType::U64 {
+        // Unsigned: floor and truncating division agree; the ring operations are the
+        // same on the bit pattern.
+        let (x, y) = (a as u64, b as u64);
+        let v = match op {
+            BinOp::Div | BinOp::FloorDiv => x.checked_div(y)?,
+            BinOp::FloorMod => x.checked_rem(y)?,
+            BinOp::Min => x.min(y),
+            BinOp::Max => x.max(y),
+            _ => return int_binary(op, a, b, DType::I64),
+        };
+        return Some(v as i64);
+    }
     let v = match op {
         BinOp::Add => a.wrapping_add(b),
         BinOp::Sub => a.wrapping_sub(b),
@@ -166,15 +218,15 @@ pub fn const_bool(e: &Expr, f: &PrimFunc, consts: &[Option<i64>]) -> Option<bool
                 }
             }
             _ => {
-                let (a, _) = const_int(lhs, f, consts)?;
+                let (a, d) = const_int(lhs, f, consts)?;
                 let (b, _) = const_int(rhs, f, consts)?;
                 match op {
                     BinOp::Eq => a == b,
                     BinOp::Ne => a != b,
-                    BinOp::Lt => a < b,
-                    BinOp::Le => a <= b,
-                    BinOp::Gt => a > b,
-                    BinOp::Ge => a >= b,
+                    BinOp::Lt => int_less(a, b, d),
+                    BinOp::Le => !int_less(b, a, d),
+                    BinOp::Gt => int_less(b, a, d),
+                    BinOp::Ge => !int_less(a, b, d),
                     _ => return None,
                 }
             }
@@ -480,6 +532,35 @@ mod tests {
             Some(i32::MIN as i64)
         );
         assert_eq!(int_binary(BinOp::FloorMod, 3, 0, DType::I32), None);
+    }
+
+    #[test]
+    fn the_wider_integer_and_float_dtypes() {
+        assert_eq!(wrap_int(40000, DType::I16), 40000 - 65536);
+        assert_eq!(wrap_int(-1, DType::U16), 65535);
+        assert_eq!(wrap_int(-1, DType::U32), u32::MAX as i64);
+        assert_eq!(wrap_int(-1, DType::U64), -1, "uint64 keeps its bit pattern");
+        assert_eq!(int_range(DType::U32), (0, u32::MAX as i64));
+        assert_eq!(float_to_int(1e6, DType::I16), i16::MAX as i64);
+        assert_eq!(float_to_int(-5.0, DType::U32), 0);
+        assert_eq!(float_to_int(1e30, DType::U64), -1, "saturates to u64::MAX");
+        // uint64 above i64::MAX: unsigned order, division and value.
+        let big = -2; // u64::MAX - 1
+        assert!(int_less(1, big, DType::U64) && !int_less(1, big, DType::I64));
+        assert_eq!(
+            int_binary(BinOp::Div, big, 2, DType::U64),
+            Some((u64::MAX / 2) as i64)
+        );
+        assert_eq!(int_binary(BinOp::Max, big, 1, DType::U64), Some(big));
+        assert_eq!(int_binary(BinOp::FloorMod, big, 0, DType::U64), None);
+        assert_eq!(int_to_f64(-1, DType::U64), u64::MAX as f64);
+        assert_eq!(round_float(0.1, DType::F64), 0.1);
+        // bfloat16: 8 significant bits, ties to even.
+        assert_eq!(round_float(1.0 + 1.0 / 256.0, DType::BF16), 1.0);
+        assert_eq!(
+            round_float(1.0 + 3.0 / 256.0, DType::BF16),
+            1.0 + 4.0 / 256.0
+        );
     }
 
     #[test]

@@ -209,7 +209,7 @@ mod tests {
             "float32x1",
             "float32x04",
             "x4",
-            "float64",
+            "complex64",
             "int32xy",
         ] {
             assert_eq!(ValueType::parse(bad), None, "{bad}");

@@ -18,12 +18,12 @@ use kiln_ir::{DType, Data, Type};
 
 use crate::error::Result;
 use crate::te::{self as te, Expr, Tensor};
-use crate::tir::{BinOp, Intrinsic};
+use crate::tir::{BinOp, Intrinsic, Trig};
 
 use super::{Ctx, TeValue, arg, broadcast_index, imm, out_tensor};
 
 /// `nn.relu`, `exp`, `log`, `sqrt`, `rsqrt`, `tanh`, `sigmoid`, `erf`, `negative`, `abs`,
-/// `floor`, `ceil`, `round`.
+/// `floor`, `ceil`, `round`, and `sin` ... `atanh` (loop-IR [`Trig`] intrinsics).
 pub fn unary(ctx: &mut Ctx, op: &Unary, args: &[TeValue], out: &Type) -> Result<Tensor> {
     let name = op.kind.name();
     let x = arg(name, args, 0)?;
@@ -54,6 +54,17 @@ pub fn unary_expr(kind: UnaryKind, x: Expr, dtype: DType) -> Expr {
         UnaryKind::Floor => intr(Intrinsic::Floor),
         UnaryKind::Ceil => intr(Intrinsic::Ceil),
         UnaryKind::Round => round_half_even(x, dtype),
+        UnaryKind::Sin => intr(Intrinsic::Trig(Trig::Sin)),
+        UnaryKind::Cos => intr(Intrinsic::Trig(Trig::Cos)),
+        UnaryKind::Tan => intr(Intrinsic::Trig(Trig::Tan)),
+        UnaryKind::Asin => intr(Intrinsic::Trig(Trig::Asin)),
+        UnaryKind::Acos => intr(Intrinsic::Trig(Trig::Acos)),
+        UnaryKind::Atan => intr(Intrinsic::Trig(Trig::Atan)),
+        UnaryKind::Sinh => intr(Intrinsic::Trig(Trig::Sinh)),
+        UnaryKind::Cosh => intr(Intrinsic::Trig(Trig::Cosh)),
+        UnaryKind::Asinh => intr(Intrinsic::Trig(Trig::Asinh)),
+        UnaryKind::Acosh => intr(Intrinsic::Trig(Trig::Acosh)),
+        UnaryKind::Atanh => intr(Intrinsic::Trig(Trig::Atanh)),
     }
 }
 
@@ -160,7 +171,11 @@ fn int_power(ctx: &mut Ctx, a: Tensor, b: Tensor, shape: &[usize]) -> Result<Ten
     let bits: usize = match dtype {
         DType::I8 => 7,
         DType::U8 => 8,
+        DType::I16 => 15,
+        DType::U16 => 16,
         DType::I32 => 31,
+        DType::U32 => 32,
+        DType::U64 => 64,
         _ => 63,
     };
     // A rank-0 result keeps one unit axis so the pair axis is never the outermost.

@@ -39,9 +39,12 @@ fn dims4(op: &str, what: &str, s: &[usize]) -> Result<[usize; 4]> {
 fn lowest(dtype: DType) -> Expr {
     match dtype {
         DType::F16 => imm(-65504.0, dtype),
+        DType::BF16 => imm(half::bf16::MIN.to_f64(), dtype),
         DType::F32 => imm(f32::MIN as f64, dtype),
+        DType::F64 => imm(f64::MIN, dtype),
         DType::I8 => imm(i8::MIN as f64, dtype),
-        DType::U8 | DType::Bool => imm(0.0, dtype),
+        DType::I16 => imm(i16::MIN as f64, dtype),
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::Bool => imm(0.0, dtype),
         DType::I32 => imm(i32::MIN as f64, dtype),
         DType::I64 => Expr::Int {
             value: i64::MIN,

@@ -77,6 +77,18 @@ fn kind_of(d: DType) -> Kind {
     }
 }
 
+/// A dtype of `func` ([`PrimFunc::dtypes`]) that the fast path does not hold:
+/// `float64`, `bfloat16` and the integers beyond `int8`, `uint8`, `int32`, `int64` (the
+/// reference interpreter runs those kernels).
+fn wide_dtype(func: &PrimFunc) -> Option<DType> {
+    func.dtypes().into_iter().find(|d| {
+        !matches!(
+            d,
+            DType::F32 | DType::F16 | DType::I8 | DType::U8 | DType::I32 | DType::I64 | DType::Bool
+        )
+    })
+}
+
 /// The type of a scalar value.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 struct Ty(DType);
@@ -119,6 +131,11 @@ impl std::fmt::Debug for CompiledKernel {
 pub fn compile(func: &PrimFunc) -> std::result::Result<CompiledKernel, String> {
     let expanded = crate::tir::microkernel::expand(func).map_err(|e| e.to_string())?;
     let func = &expanded;
+    if let Some(d) = wide_dtype(func) {
+        return Err(format!(
+            "{d} values (the fast path holds floats as f32 and integers as signed i64)"
+        ));
+    }
     let mut bufs: Vec<Option<BufInfo>> = vec![None; func.buffers.len()];
     for (k, &p) in func.params.iter().enumerate() {
         let b = func
@@ -982,9 +999,11 @@ impl Compiler<'_> {
 
     fn expr_at_depth(&mut self, e: &Expr) -> CResult<CExpr> {
         Ok(match e {
-            Expr::Int { value, dtype } => CExpr::constant(convert(Num::I(*value), *dtype), *dtype),
+            Expr::Int { value, dtype } => {
+                CExpr::constant(convert(Num::I(*value), *dtype, *dtype), *dtype)
+            }
             Expr::Float { value, dtype } => {
-                CExpr::constant(convert(Num::F(*value), *dtype), *dtype)
+                CExpr::constant(convert(Num::F(*value), *dtype, *dtype), *dtype)
             }
             Expr::Bool(b) => CExpr::B(BoolE::Const(*b)),
             Expr::Var(v) => {
@@ -1227,9 +1246,11 @@ fn int_binary(op: BinOp, d: DType, x: IntE, y: IntE) -> CResult<IntE> {
 /// `cast` with the reference's conversion rules.
 fn cast(v: CExpr, to: DType) -> CExpr {
     match (v, kind_of(to)) {
-        (CExpr::I(IntE::Const(c), _), _) => CExpr::constant(convert(Num::I(c), to), to),
-        (CExpr::F(FloatE::Const(c), _), _) => CExpr::constant(convert(Num::F(c as f64), to), to),
-        (CExpr::B(BoolE::Const(c)), _) => CExpr::constant(convert(Num::B(c), to), to),
+        (CExpr::I(IntE::Const(c), from), _) => CExpr::constant(convert(Num::I(c), from, to), to),
+        (CExpr::F(FloatE::Const(c), from), _) => {
+            CExpr::constant(convert(Num::F(c as f64), from, to), to)
+        }
+        (CExpr::B(BoolE::Const(c)), _) => CExpr::constant(convert(Num::B(c), DType::Bool, to), to),
         (CExpr::I(x, _), Kind::Int) => CExpr::I(
             match x {
                 IntE::Lin(mut l) => {

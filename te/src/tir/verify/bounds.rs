@@ -307,6 +307,12 @@ impl Verifier<'_> {
             Expr::Binary { op, lhs, rhs } => {
                 let (a, d) = self.norm(lhs)?;
                 let (b, _) = self.norm(rhs)?;
+                if d == DType::U64 {
+                    // Unsigned division and min/max do not follow the signed interval
+                    // rules: any bit pattern.
+                    let key = self.printer.expr(e);
+                    return Some((self.other(key, Interval::of_dtype(d)), d));
+                }
                 (self.arith(e, *op, a, b, d), d)
             }
             Expr::Select { cond, then, else_ } => {
@@ -513,9 +519,14 @@ impl Verifier<'_> {
                 } else {
                     *op
                 };
-                let (Some(a), Some(b)) = (self.normalize(lhs), self.normalize(rhs)) else {
+                let (Some((a, dtype)), Some((b, _))) = (self.norm(lhs), self.norm(rhs)) else {
                     return;
                 };
+                // uint64 compares unsigned: its order is not the signed order of the
+                // bit patterns the affine forms hold, so it gives no fact.
+                if dtype == DType::U64 {
+                    return;
+                }
                 let Some(d) = add_scaled(&a, &b, -1) else {
                     return;
                 };
