@@ -246,6 +246,20 @@ fn integer_power_with_negative_exponents_agrees_on_every_backend() {
             assert!(e.contains("division by zero"), "{}: {e}", backend.name());
         }
     }
+    // uint64 exponents use all 64 bits (2^64 - 1 is odd, 2^63 even).
+    let n = 6;
+    let u64s = |v: [u64; 6]| {
+        NDArray::new(
+            vec![n],
+            kiln_ir::tensor::Data::from_i64(U64, v.iter().map(|&x| x as i64)),
+        )
+        .unwrap()
+    };
+    let t2 = [Arg::T(tt(&[n], U64)), Arg::T(tt(&[n], U64))];
+    let (m, params) = one_op(Binary::new(BinaryKind::Power), &t2).unwrap();
+    let bases = u64s([3, 3, 2, u64::MAX, 0, 7]);
+    let exps = u64s([u64::MAX, 1 << 63, 64, u64::MAX, u64::MAX, (1 << 32) + 1]);
+    check_all(&m, &params, &[bases, exps], EXACT).unwrap_or_else(|e| panic!("uint64: {e}"));
 }
 
 /// The families that run on the gemm micro-kernel (dense, batch_matmul) on `cpu` at every

@@ -758,7 +758,18 @@ impl BinaryKind {
             BinaryKind::FloorMod | BinaryKind::TruncMod => a % b,
             BinaryKind::Maximum => a.max(b),
             BinaryKind::Minimum => a.min(b),
-            BinaryKind::Power => a.wrapping_pow(b.min(u32::MAX as u64) as u32),
+            BinaryKind::Power => {
+                // Square and multiply over all 64 exponent bits, wrapping.
+                let (mut base, mut e, mut acc) = (a, b, 1u64);
+                while e > 0 {
+                    if e & 1 == 1 {
+                        acc = acc.wrapping_mul(base);
+                    }
+                    base = base.wrapping_mul(base);
+                    e >>= 1;
+                }
+                acc
+            }
             _ => self.apply_i64(a as i64, b as i64)? as u64,
         })
     }
