@@ -250,7 +250,10 @@ fn every_unsupported_node_is_listed_at_once() {
     // The same without the extension: the text parse fails, the protobuf decodes.
     let other = tmp("unsupported.model");
     std::fs::write(&other, &bytes).unwrap();
-    assert_clear_error(&kiln(&["inspect", s(&other)]), &["`ImageDecoder`", "`FancyOp`"]);
+    assert_clear_error(
+        &kiln(&["inspect", s(&other)]),
+        &["`ImageDecoder`", "`FancyOp`"],
+    );
 }
 
 #[test]

@@ -320,7 +320,8 @@ fn resolve_dtype(at: usize, code: u8, bits: u8, lanes: u16) -> Result<DType> {
     ];
     // DLPack 1.1 defines codes up to 17 (the float8/float6/float4 family).
     const LAST_DLPACK_CODE: u8 = 17;
-    let supported = "kiln supports float32, float16, int8, uint8, int32, int64 and bool";
+    let supported = "kiln supports float64, float32, float16, bfloat16, int8, int16, int32, \
+                     int64, uint8, uint16, uint32, uint64 and bool";
     match KINDS.get(usize::from(code)) {
         Some(kind) => Err(Error::Unsupported(format!(
             "dtype {kind}{bits} (DLPack code {code}) at byte {at}; {supported}"
@@ -583,10 +584,10 @@ mod tests {
             b[30..32].copy_from_slice(&lanes.to_le_bytes());
             load_ndarray(&b).unwrap_err()
         };
-        let e = with_dtype(2, 64, 1).to_string();
-        assert!(e.contains("float64") && e.contains("byte 28"), "{e}");
-        let e = with_dtype(4, 16, 1).to_string();
-        assert!(e.contains("bfloat16"), "{e}");
+        let e = with_dtype(5, 64, 1).to_string();
+        assert!(e.contains("complex64") && e.contains("byte 28"), "{e}");
+        let e = with_dtype(2, 8, 1).to_string();
+        assert!(e.contains("float8"), "{e}");
         let e = with_dtype(2, 64, 4).to_string();
         assert!(e.contains("4 lanes"), "{e}");
         let (at, msg) = invalid_at(with_dtype(99, 8, 1));

@@ -268,8 +268,8 @@ fn each_invariant_names_the_node() {
         ),
         (
             "\"float32\", \"float32\"]]",
-            "\"float32\", \"float64\"]]",
-            "entry 4 (node 3 `add`, output 0): unsupported: dtype `float64`",
+            "\"float32\", \"complex64\"]]",
+            "entry 4 (node 3 `add`, output 0): unsupported: dtype `complex64`",
         ),
         (
             "[[4], [4], [2], [2], [2]]",

@@ -69,7 +69,11 @@ fn tvm_fixture_loads_with_every_name_dtype_shape_and_value() {
         want.keys().collect::<Vec<_>>()
     );
     let dtypes: Vec<DType> = loaded.values().map(|a| a.dtype()).collect();
-    for d in DType::ALL {
+    // The fixture (written by TVM) holds the dtypes kiln had when it was made; the
+    // later ones (float64, bfloat16, int16, uint16/32/64) round-trip in the property
+    // test below, which draws from every dtype.
+    use DType::*;
+    for d in [F32, F16, I8, U8, I32, I64, Bool] {
         assert!(dtypes.contains(&d), "fixture lacks {d}");
     }
     for (name, array) in &want {

@@ -53,7 +53,26 @@ fn t(shape: &[usize], d: DType) -> Arg {
 pub fn op_cases() -> Vec<OpCase> {
     let mut v = vec![];
     let none = |_: &mut Vec<NDArray>| {};
-    for kind in UnaryKind::ALL {
+    // The trigonometric and hyperbolic ops are declared unsupported by the GPU backends
+    // (no PTX or SPIR-V sequence with a stated error yet); the op suite covers them on
+    // the other backends.
+    let gpu_unary = UnaryKind::ALL.into_iter().filter(|k| {
+        !matches!(
+            k,
+            UnaryKind::Sin
+                | UnaryKind::Cos
+                | UnaryKind::Tan
+                | UnaryKind::Asin
+                | UnaryKind::Acos
+                | UnaryKind::Atan
+                | UnaryKind::Sinh
+                | UnaryKind::Cosh
+                | UnaryKind::Asinh
+                | UnaryKind::Acosh
+                | UnaryKind::Atanh
+        )
+    });
+    for kind in gpu_unary {
         let (lo, hi, tol) = match kind {
             UnaryKind::Log | UnaryKind::Sqrt | UnaryKind::Rsqrt => (0.05, 4.0, TRANSC),
             UnaryKind::Floor | UnaryKind::Ceil | UnaryKind::Round => (-3.0, 3.0, EXACT),
