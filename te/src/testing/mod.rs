@@ -18,11 +18,17 @@ use crate::te::{self, Expr, Graph, Schedule, Tensor};
 /// stage's leaf axes), so any value is legal to try.
 #[derive(Clone, Debug)]
 pub enum Prim {
+    /// Split leaf axis `.0` by the factor `.1`.
     Split(usize, usize),
+    /// Swap leaf axes `.0` and `.1` (reorder).
     Swap(usize, usize),
+    /// Fuse leaf axis `.0` with the next one.
     Fuse(usize),
+    /// Vectorize the innermost leaf axis.
     Vectorize,
+    /// Unroll leaf axis `.0`.
     Unroll(usize),
+    /// Parallelize leaf axis `.0`.
     Parallel(usize),
 }
 
