@@ -5,7 +5,7 @@
 //! Each [`MicroKernel`] is declared here as a TE compute ([`declaration`]); that
 //! declaration is the call's meaning everywhere (the loop-IR `expand`, the verifier, the
 //! interpreters). [`Schedule::tensorize`] checks the stage's body against the declaration
-//! ([`match_gemm`]) and marks it; [`lower`](super::lower) then emits the call with the
+//! ([`match_gemm`]) and marks it; [`lower`](mod@super::lower) then emits the call with the
 //! sizes of the stage's region at its compute_at point.
 
 use std::cell::RefCell;
