@@ -17,7 +17,7 @@
 //!
 //! Integer division by zero is an error, as on every target: a kernel with an integer
 //! division or modulo by a value that is not a positive constant
-//! ([`reports_division_by_zero`]) takes one more `.u64` parameter, a status word; a
+//! ([`PrimFunc::may_divide_by_zero`]) takes one more `.u64` parameter, a status word; a
 //! zero divisor stores 1 there and divides by one instead, and the launcher reports
 //! the error after the kernel ran.
 
@@ -29,7 +29,7 @@ use kiln_ir::DType;
 use kiln_te::tir::visit::deep;
 use kiln_te::tir::{BinOp, BufferId, Expr, ForKind, PrimFunc, Scope, Stmt, ThreadAxis, VarId};
 
-use crate::launch::{Launch, launch_dims};
+use crate::launch::Launch;
 
 /// A value in a register: the register's name and the loop-IR dtype it holds.
 #[derive(Clone, Debug)]
@@ -73,7 +73,7 @@ pub(crate) fn emit_launch(
             ),
         ));
     }
-    let status = reports_division_by_zero(func);
+    let status = func.may_divide_by_zero();
     let mut g = Gen {
         func,
         body: String::new(),
@@ -190,26 +190,6 @@ fn class_of(d: DType) -> usize {
 }
 
 /// The PTX integer type of a register holding `d`.
-/// Whether `func` divides integers by a value that is not a positive constant (so may
-/// divide by zero): its launches then take the status word.
-pub(crate) fn reports_division_by_zero(func: &PrimFunc) -> bool {
-    let mut found = false;
-    func.body.visit(&mut |s| {
-        for e in s.exprs() {
-            e.visit(&mut |x| {
-                if let Expr::Binary { op, lhs, rhs } = x
-                    && matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod)
-                    && !matches!(rhs.as_int(), Some(c) if c > 0)
-                    && kiln_te::tir::verify::type_of(func, lhs).is_ok_and(|t| !t.dtype.is_float())
-                {
-                    found = true;
-                }
-            });
-        }
-    });
-    found
-}
-
 fn int_ty(d: DType) -> &'static str {
     if d == DType::I64 { "s64" } else { "s32" }
 }
@@ -922,29 +902,4 @@ pub(crate) fn mov_ty(d: DType) -> &'static str {
         DType::F32 | DType::F16 => ".f32",
         _ => ".b32",
     }
-}
-
-/// The launches of `func`: each top-level statement with thread loops is one; runs of
-/// statements without thread loops are one single-thread launch each.
-pub(crate) fn launch_roots(func: &PrimFunc) -> Vec<Stmt> {
-    let top: Vec<Stmt> = match &func.body {
-        Stmt::Seq(v) => v.clone(),
-        other => vec![other.clone()],
-    };
-    let mut roots: Vec<Stmt> = vec![];
-    let mut serial: Vec<Stmt> = vec![];
-    for s in top {
-        if launch_dims(&s).is_threaded() {
-            if !serial.is_empty() {
-                roots.push(Stmt::Seq(std::mem::take(&mut serial)));
-            }
-            roots.push(s);
-        } else {
-            serial.push(s);
-        }
-    }
-    if !serial.is_empty() {
-        roots.push(Stmt::Seq(serial));
-    }
-    roots
 }

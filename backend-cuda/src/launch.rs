@@ -34,11 +34,6 @@ impl Launch {
 pub(crate) struct Dims([i64; 6]);
 
 impl Dims {
-    /// Whether any loop is thread-bound.
-    pub fn is_threaded(&self) -> bool {
-        self.0.iter().any(|&e| e > 0)
-    }
-
     /// The grid and block of these dimensions (1 for an axis without loops), or why
     /// they exceed what a CUDA launch allows.
     pub fn geometry(&self) -> Result<([u32; 3], [u32; 3]), String> {

@@ -67,7 +67,7 @@ pub fn compile_module(kernels: &[PrimFunc], arch: u32) -> Result<PtxProgram> {
         let f = &tir::legalize(f)?;
         let mut drop_barrier = planted_barrier_drop();
         let mut ls = vec![];
-        for (j, root) in codegen::launch_roots(f).iter().enumerate() {
+        for (j, root) in f.launch_roots().iter().enumerate() {
             let (grid, block) = launch::launch_dims(root).geometry().map_err(|e| {
                 Error::Unsupported(format!("CUDA codegen, kernel @{}: {e}", f.name))
             })?;

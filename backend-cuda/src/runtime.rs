@@ -72,7 +72,7 @@ impl KernelLaunches {
         KernelLaunches {
             name: func.name.clone(),
             launches,
-            status: crate::codegen::reports_division_by_zero(func),
+            status: func.may_divide_by_zero(),
             param_bytes: func
                 .params
                 .iter()

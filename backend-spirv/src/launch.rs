@@ -3,7 +3,7 @@
 //! each launch's workgroup count and size, read off its thread loops (the largest extent
 //! per axis; a shorter loop of the same axis is guarded in the code).
 
-use kiln_te::tir::{ForKind, PrimFunc, Stmt, ThreadAxis};
+use kiln_te::tir::{ForKind, Stmt, ThreadAxis};
 
 use crate::features::Features;
 
@@ -84,28 +84,4 @@ pub(crate) fn launch_of(s: &Stmt, features: &Features) -> Result<Launch, String>
         groups: groups.map(|x| x as u32),
         size: size.map(|x| x as u32),
     })
-}
-
-/// The launches of `func`, in order (see the module doc).
-pub(crate) fn launch_roots(func: &PrimFunc) -> Vec<Stmt> {
-    let top: Vec<Stmt> = match &func.body {
-        Stmt::Seq(v) => v.clone(),
-        other => vec![other.clone()],
-    };
-    let mut roots: Vec<Stmt> = vec![];
-    let mut serial: Vec<Stmt> = vec![];
-    for s in top {
-        if extents(&s).iter().any(|&e| e > 0) {
-            if !serial.is_empty() {
-                roots.push(Stmt::Seq(std::mem::take(&mut serial)));
-            }
-            roots.push(s);
-        } else {
-            serial.push(s);
-        }
-    }
-    if !serial.is_empty() {
-        roots.push(Stmt::Seq(serial));
-    }
-    roots
 }

@@ -58,7 +58,8 @@ pub fn compile_module(kernels: &[PrimFunc], features: &Features) -> Result<Vec<S
             tir::verify(f)?;
             // Code generation handles the core loop IR only.
             let f = &tir::legalize(f)?;
-            let launches = launch::launch_roots(f)
+            let launches = f
+                .launch_roots()
                 .iter()
                 .map(|root| {
                     let l = launch::launch_of(root, features).map_err(|e| {
@@ -83,7 +84,7 @@ pub fn compile_module(kernels: &[PrimFunc], features: &Features) -> Result<Vec<S
                 name: f.name.clone(),
                 launches,
                 param_bytes,
-                status: codegen::reports_division_by_zero(f),
+                status: f.may_divide_by_zero(),
             })
         })
         .collect()

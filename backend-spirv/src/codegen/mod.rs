@@ -24,7 +24,7 @@
 //!   never traps (a zero or `-1` divisor is made safe, `x / -1` is `-x`), saturating
 //!   float→int casts. The intrinsics are in [`math`].
 //! - **Division by zero** is an error, as on every target: a kernel that divides
-//!   integers by a value that is not a positive constant ([`reports_division_by_zero`])
+//!   integers by a value that is not a positive constant ([`PrimFunc::may_divide_by_zero`])
 //!   has one more storage buffer, binding `params.len()`, a status word; a zero divisor
 //!   stores 1 there (and divides by one), and the library reports the error after the
 //!   kernel ran.
@@ -37,7 +37,7 @@ use std::collections::HashMap;
 
 use kiln_executor::{Error, Result};
 use kiln_ir::DType;
-use kiln_te::tir::{BinOp, BufferId, Expr, PrimFunc, Scope, Stmt, ThreadAxis};
+use kiln_te::tir::{BufferId, PrimFunc, Scope, Stmt, ThreadAxis};
 use rspirv::binary::Assemble;
 use rspirv::dr::{self, Builder, Operand};
 use rspirv::spirv::{
@@ -69,26 +69,6 @@ struct BufVar {
     var: Word,
     class: StorageClass,
     elem: Word,
-}
-
-/// Whether `func` divides integers by a value that is not a positive constant (so may
-/// divide by zero): its launches then take the status word.
-pub fn reports_division_by_zero(func: &PrimFunc) -> bool {
-    let mut found = false;
-    func.body.visit(&mut |s| {
-        for e in s.exprs() {
-            e.visit(&mut |x| {
-                if let Expr::Binary { op, lhs, rhs } = x
-                    && matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod)
-                    && !matches!(rhs.as_int(), Some(c) if c > 0)
-                    && kiln_te::tir::verify::type_of(func, lhs).is_ok_and(|t| !t.dtype.is_float())
-                {
-                    found = true;
-                }
-            });
-        }
-    });
-    found
 }
 
 /// The SPIR-V words of the launch of `func` rooted at `root`.
@@ -144,7 +124,7 @@ pub(crate) fn emit_launch(
     for (k, &p) in func.params.iter().enumerate() {
         g.storage_buffer(k as u32, p)?;
     }
-    if reports_division_by_zero(func) {
+    if func.may_divide_by_zero() {
         g.status = Some(g.status_buffer(func.params.len() as u32));
     }
     let void = g.b.type_void();

@@ -6,7 +6,8 @@ use std::fmt;
 
 use kiln_ir::DType;
 
-use super::stmt::Stmt;
+use super::expr::{BinOp, Expr};
+use super::stmt::{ForKind, Stmt};
 use super::types::{Buffer, BufferId, Scope, ValueType, VarId};
 
 /// A scalar variable of the arena: its name (for printing) and type.
@@ -37,6 +38,60 @@ pub struct PrimFunc {
 }
 
 impl PrimFunc {
+    /// The GPU launches of the function, in order: each top-level statement holding a
+    /// thread-bound loop is a launch of its own (so sibling `blockIdx` nests never race),
+    /// and each run of top-level statements without one is a single-thread launch.
+    pub fn launch_roots(&self) -> Vec<Stmt> {
+        let top: Vec<Stmt> = match &self.body {
+            Stmt::Seq(v) => v.clone(),
+            other => vec![other.clone()],
+        };
+        let threaded = |s: &Stmt| {
+            let mut found = false;
+            s.visit(&mut |x| {
+                found |=
+                    matches!(x, Stmt::For { kind: ForKind::Thread(_), extent, .. } if *extent > 0)
+            });
+            found
+        };
+        let (mut roots, mut serial) = (vec![], vec![]);
+        for s in top {
+            if threaded(&s) {
+                if !serial.is_empty() {
+                    roots.push(Stmt::Seq(std::mem::take(&mut serial)));
+                }
+                roots.push(s);
+            } else {
+                serial.push(s);
+            }
+        }
+        if !serial.is_empty() {
+            roots.push(Stmt::Seq(serial));
+        }
+        roots
+    }
+
+    /// Whether the function divides integers by a value that is not a positive constant,
+    /// so may divide by zero at run time (the GPU backends then give its launches a
+    /// status word to report it).
+    pub fn may_divide_by_zero(&self) -> bool {
+        let mut found = false;
+        self.body.visit(&mut |s| {
+            for e in s.exprs() {
+                e.visit(&mut |x| {
+                    if let Expr::Binary { op, lhs, rhs } = x
+                        && matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod)
+                        && !matches!(rhs.as_int(), Some(c) if c > 0)
+                        && super::verify::type_of(self, lhs).is_ok_and(|t| !t.dtype.is_float())
+                    {
+                        found = true;
+                    }
+                });
+            }
+        });
+        found
+    }
+
     /// Every element dtype the kernel uses: of its buffers and variables, and of the
     /// immediates and casts in its statements. A backend refuses a kernel whose dtypes
     /// it does not generate code for by checking this set first.
