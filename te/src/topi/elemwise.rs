@@ -7,8 +7,8 @@
 //! `minimum` on bool are logical or/and, `round` ties to even (through `floor`, exact),
 //! integer `floor_mod`/`trunc_mod` are exact (a zero divisor reports an error at run
 //! time, as integer `divide` does) while float ones compute `fmod` as
-//! `x - trunc(x / y) * y` in the dtype (within a rounding of the reference's exact
-//! `fmod`, except where `x / y` rounds onto an integer), integer `power` is exact
+//! `x - trunc(x / y) * y` in the dtype, float32 for the 16-bit floats (within a
+//! rounding of the reference's exact `fmod`, except where `x / y` rounds onto an integer), integer `power` is exact
 //! square-and-multiply with wrapping (a chain of materialized stages, four exponent bits each, so inlining
 //! never duplicates work), and integer `clip` first converts its bounds to the dtype as
 //! `cast` would.
@@ -142,7 +142,13 @@ pub fn binary_expr(kind: BinaryKind, x: Expr, y: Expr, dtype: DType) -> Expr {
 
 /// C's `fmod(x, y)` on floats as `x - trunc(x / y) * y`, except that a finite `x`
 /// modulo an infinite `y` is `x` (the product would be NaN); NaN where `fmod` is.
+/// float16 and bfloat16 compute in float32 and round once: rounding `trunc(x / y) * y`
+/// to 8 or 11 significant bits would cost an ulp of the *operands*, not of the result.
 fn float_fmod(x: Expr, y: Expr, dtype: DType) -> Expr {
+    if matches!(dtype, DType::F16 | DType::BF16) {
+        let wide = float_fmod(x.cast(DType::F32), y.cast(DType::F32), DType::F32);
+        return wide.cast(dtype);
+    }
     let q = x.clone() / y.clone();
     let t = te::select(
         q.clone().lt(imm(0.0, dtype)),
