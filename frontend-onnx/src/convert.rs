@@ -13,7 +13,7 @@ use kiln_ir::{DType, ExprId, ExprKind, FnAttrs, Module, NDArray, Type};
 use crate::error::{Error, Result, UnsupportedNode};
 use crate::ops;
 use crate::proto::{self, AttributeProto, AttributeType, ModelProto, NodeProto};
-use crate::tensor::{dtype_from_onnx, tensor_from_proto};
+use crate::tensor::{storage_dtype_from_onnx, tensor_from_proto};
 
 /// Folded constants larger than this many elements stay computed at run time, so that a
 /// model cannot make the importer allocate without bound.
@@ -236,9 +236,16 @@ pub(crate) struct Importer {
     initializers: HashMap<String, NDArray>,
     params: Params,
     main_params: Vec<ExprId>,
+    /// The values holding float8 bit patterns (as uint8), with their format.
+    float8: HashMap<String, crate::float8::Float8>,
 }
 
 impl Importer {
+    /// The float8 format of value `name`, if it holds float8 bits.
+    pub fn float8_of(&self, name: &str) -> Option<crate::float8::Float8> {
+        self.float8.get(name).copied()
+    }
+
     /// The expression for value `name`, binding an initializer to a new `@main` param on
     /// first use.
     pub fn value(&mut self, name: &str) -> Result<ExprId> {
@@ -606,7 +613,13 @@ impl Importer {
         check_attributes(n.proto)?;
         crate::arity::check(n)?;
         let fold = n.num_inputs() > 0 && self.all_inputs_constant(n);
+        crate::float8::check_inputs(self, n)?;
         let outs = ops::convert(self, n)?;
+        if let Some(f) = crate::float8::output_format(self, n) {
+            for name in n.proto.output.iter().filter(|s| !s.is_empty()) {
+                self.float8.insert(name.clone(), f);
+            }
+        }
         if let Some(m) = n.misread.take() {
             return Err(Error::InvalidModel(m));
         }
@@ -650,6 +663,17 @@ impl Importer {
     }
 }
 
+/// The float8 format of graph input `vi`, if its element type is one.
+fn input_float8(vi: &proto::ValueInfoProto) -> Option<crate::float8::Float8> {
+    match &vi.r#type {
+        Some(proto::TypeProto {
+            value: Some(proto::type_proto::Value::TensorType(t)),
+            ..
+        }) => crate::float8::Float8::from_onnx(t.elem_type.unwrap_or(0)),
+        _ => None,
+    }
+}
+
 /// The type of graph input `vi`, with the caller's shape override applied.
 fn input_type(vi: &proto::ValueInfoProto, shapes: &BTreeMap<String, Vec<usize>>) -> Result<Type> {
     let name = vi.name.as_deref().unwrap_or("");
@@ -662,7 +686,7 @@ fn input_type(vi: &proto::ValueInfoProto, shapes: &BTreeMap<String, Vec<usize>>)
             "graph input `{name}` is not a tensor (sequences, maps and optionals are not supported)"
         )));
     };
-    let dtype = dtype_from_onnx(t.elem_type.unwrap_or(0)).map_err(|e| match e {
+    let dtype = storage_dtype_from_onnx(t.elem_type.unwrap_or(0)).map_err(|e| match e {
         Error::UnsupportedType(m) => Error::UnsupportedType(format!("graph input `{name}`: {m}")),
         other => other,
     })?;
@@ -779,6 +803,7 @@ pub(crate) fn import_model(
         initializers: HashMap::new(),
         params: Params::new(),
         main_params: vec![],
+        float8: HashMap::new(),
     };
     for (i, t) in graph.initializer.iter().enumerate() {
         let name = t.name.clone().unwrap_or_default();
@@ -786,6 +811,9 @@ pub(crate) fn import_model(
             return Err(Error::InvalidModel(format!("initializer {i} has no name")));
         }
         let value = tensor_from_proto(t, &format!("initializer `{name}`"))?;
+        if let Some(f) = crate::float8::Float8::from_onnx(t.data_type.unwrap_or(0)) {
+            imp.float8.insert(name.clone(), f);
+        }
         imp.initializers.insert(name, value);
     }
     for vi in &graph.input {
@@ -797,6 +825,9 @@ pub(crate) fn import_model(
             return Err(Error::InvalidModel("a graph input has no name".into()));
         }
         let ty = input_type(vi, shapes)?;
+        if let Some(f) = input_float8(vi) {
+            imp.float8.insert(name.clone(), f);
+        }
         if let Some(value) = constants.get(&name) {
             if Type::Tensor(value.ty()) != ty {
                 return Err(Error::InvalidModel(format!(

@@ -18,6 +18,7 @@ use kiln_ir::{DType, ExprId, NDArray};
 
 use crate::convert::{Importer, Node};
 use crate::error::{Error, Result};
+use crate::float8;
 use crate::ops::extreme_identity;
 
 /// The ONNX op types this module converts.
@@ -58,10 +59,13 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Option<Result<Vec<ExprId>
         "DFT" | "HannWindow" | "HammingWindow" | "BlackmanWindow" => crate::signal::convert(imp, n),
         "CenterCropPad" | "ReverseSequence" | "SwiGLU" => crate::rearrange::convert(imp, n),
         "GridSample" => crate::grid_sample::convert(imp, n),
+        "RoiAlign" => crate::roi_align::convert(imp, n),
         "NonMaxSuppression" | "Unique" => crate::data_dependent::convert(imp, n),
-        "DynamicQuantizeLinear" | "MatMulInteger" | "QLinearMatMul" => {
-            crate::quantized::convert(imp, n)
-        }
+        "ConvInteger"
+        | "DynamicQuantizeLinear"
+        | "MatMulInteger"
+        | "QLinearConv"
+        | "QLinearMatMul" => crate::quantized::convert(imp, n),
         "NegativeLogLikelihoodLoss" => (|| {
             let x = imp.input(n, 0)?;
             let t = imp.input(n, 1)?;
@@ -786,14 +790,29 @@ fn quantize(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let scale_dt = imp.dtype(scale)?;
     let sc = quant_param(imp, scale, &xs, a, block)?;
     let sc = cast(imp, sc, DType::F32)?;
+    // Float8 inputs (x of a DequantizeLinear, a zero point) are decoded to float32.
     let zpf = match zp {
-        Some(z) => {
+        Some(mut z) => {
+            if let Some(f) = float8::input_format(imp, n, 2) {
+                z = float8::decode(imp, z, f)?;
+            }
             let z = quant_param(imp, z, &xs, a, block)?;
             Some(cast(imp, z, DType::F32)?)
         }
         None => None,
     };
-    let xf = cast(imp, x, DType::F32)?;
+    let xf = match float8::input_format(imp, n, 0) {
+        Some(f) => float8::decode(imp, x, f)?,
+        None => cast(imp, x, DType::F32)?,
+    };
+    if n.op_type == "QuantizeLinear"
+        && let Some(f) = float8::quantize_format(imp, n)
+    {
+        // ONNX's reference: `x / y_scale` cast to float8 (the zero point, 0 for float8,
+        // is not added).
+        let q = imp.binary(B::Divide, xf, sc)?;
+        return Ok(vec![float8::encode(imp, q, f, float8::saturate(n))?]);
+    }
     if n.op_type == "DequantizeLinear" {
         let d = match zpf {
             Some(z) => imp.binary(B::Subtract, xf, z)?,

@@ -45,6 +45,7 @@ mod einsum;
 pub mod error;
 mod external;
 mod extra_ops;
+mod float8;
 mod grid_sample;
 mod ops;
 pub mod proto;
@@ -52,6 +53,7 @@ mod quantized;
 mod rearrange;
 mod recurrent;
 mod resize;
+mod roi_align;
 mod signal;
 pub mod tensor;
 mod topk;
@@ -64,7 +66,9 @@ use kiln_ir::{Module, NDArray};
 use prost::Message;
 
 pub use error::{Error, Result, UnsupportedNode};
-pub use tensor::{dtype_from_onnx, dtype_to_onnx, tensor_from_proto, tensor_to_proto};
+pub use tensor::{
+    dtype_from_onnx, dtype_to_onnx, storage_dtype_from_onnx, tensor_from_proto, tensor_to_proto,
+};
 
 /// Decodes `bytes` as an ONNX `ModelProto`: an error (never a panic) for bytes that are
 /// not one, truncated files included.

@@ -11,6 +11,7 @@ use kiln_ir::{DType, ExprId, NDArray};
 
 use crate::convert::{Importer, Node};
 use crate::error::{Error, Result};
+use crate::float8::{self, Float8};
 use crate::tensor::dtype_from_onnx;
 
 /// The ONNX op types (default domain) that [`convert`] handles.
@@ -28,6 +29,7 @@ pub const SUPPORTED: &[&str] = &[
     "Atanh",
     "AveragePool",
     "BatchNormalization",
+    "BitCast",
     "BitShift",
     "Cast",
     "CastLike",
@@ -187,6 +189,33 @@ fn bit_shift(imp: &mut Importer, n: &Node) -> Result<ExprId> {
     imp.call(op::Where, &[out, fill, shifted])
 }
 
+/// `BitCast` (opset 26) between dtypes of one width: the identity, a wrapping integer
+/// cast between signed and unsigned integers (the same bits), and bool to an 8-bit
+/// integer (a bool's byte is 0 or 1). Reinterpreting float bits as integers or back
+/// needs a bit-reinterpret op that kiln's graph IR and loop IR lack: unsupported.
+fn bit_cast(imp: &mut Importer, n: &Node) -> Result<ExprId> {
+    let x = imp.input(n, 0)?;
+    let from = imp.dtype(x)?;
+    let to = dtype_from_onnx(n.int("to", 0) as i32)?;
+    if from.size_bytes() != to.size_bytes() {
+        return Err(Error::InvalidModel(format!(
+            "BitCast from {from} to {to}: ONNX requires equal bit widths"
+        )));
+    }
+    if from == to || ((from.is_int() || from.is_bool()) && to.is_int()) {
+        return cast(imp, x, to);
+    }
+    if to.is_bool() {
+        return Err(Error::Unsupported(format!(
+            "BitCast from {from} to bool (kiln's bool holds only 0 and 1)"
+        )));
+    }
+    Err(Error::Unsupported(format!(
+        "BitCast from {from} to {to} (reinterpreting float bits needs a bit-reinterpret op \
+         in kiln's graph IR and loop IR)"
+    )))
+}
+
 /// Whether [`convert`] handles ONNX op type `op` (default domain): [`SUPPORTED`] here
 /// and the ops of [`crate::extra_ops`].
 pub(crate) fn is_supported(op: &str) -> bool {
@@ -198,6 +227,7 @@ pub(crate) fn is_supported(op: &str) -> bool {
         || crate::signal::SUPPORTED.contains(&op)
         || crate::rearrange::SUPPORTED.contains(&op)
         || crate::grid_sample::SUPPORTED.contains(&op)
+        || crate::roi_align::SUPPORTED.contains(&op)
         || crate::data_dependent::SUPPORTED.contains(&op)
         || crate::quantized::SUPPORTED.contains(&op)
 }
@@ -303,17 +333,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         }
         "Identity" => one(imp.input(n, 0)?),
         "Dropout" => dropout(imp, n),
-        "Cast" => {
-            let x = imp.input(n, 0)?;
-            let to = dtype_from_onnx(n.int("to", 0) as i32)?;
-            one(cast(imp, x, to)?)
-        }
-        "CastLike" => {
-            let x = imp.input(n, 0)?;
-            let like = imp.input(n, 1)?;
-            let to = imp.dtype(like)?;
-            one(cast(imp, x, to)?)
-        }
+        "Cast" | "CastLike" => one(cast_node(imp, n)?),
         "Sign" => {
             let x = imp.input(n, 0)?;
             let zero = imp.scalar_like(0.0, x)?;
@@ -511,6 +531,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             one(imp.binary(B::Power, x, y)?)
         }
         "BitShift" => one(bit_shift(imp, n)?),
+        "BitCast" => one(bit_cast(imp, n)?),
         "Max" | "Min" | "Sum" | "Mean" => {
             let kind = match n.op_type {
                 "Max" => B::Maximum,
@@ -831,6 +852,30 @@ fn binary(imp: &mut Importer, n: &Node, kind: B) -> Result<Vec<ExprId>> {
     Ok(vec![imp.binary(kind, a, b)?])
 }
 
+/// `Cast` (to the type `to`) and `CastLike` (to input 1's type), float8 included: a
+/// float8 input is decoded to float32 first, a float8 target encoded with the node's
+/// `saturate` (see [`crate::float8`]).
+fn cast_node(imp: &mut Importer, n: &Node) -> Result<ExprId> {
+    let mut x = imp.input(n, 0)?;
+    if let Some(f) = float8::input_format(imp, n, 0) {
+        x = float8::decode(imp, x, f)?;
+    }
+    let to = if n.op_type == "Cast" {
+        let code = n.int("to", 0) as i32;
+        match Float8::from_onnx(code) {
+            Some(f) => return float8::encode(imp, x, f, float8::saturate(n)),
+            None => dtype_from_onnx(code)?,
+        }
+    } else {
+        if let Some(f) = float8::input_format(imp, n, 1) {
+            return float8::encode(imp, x, f, float8::saturate(n));
+        }
+        let like = imp.input(n, 1)?;
+        imp.dtype(like)?
+    };
+    cast(imp, x, to)
+}
+
 /// `x` cast to `to` (nothing when it already is).
 pub(crate) fn cast(imp: &mut Importer, x: ExprId, to: DType) -> Result<ExprId> {
     if imp.dtype(x)? == to {
@@ -1029,8 +1074,8 @@ fn lift_1d(imp: &mut Importer, x: ExprId, what: &str) -> Result<(ExprId, bool)> 
 fn conv3d(
     imp: &mut Importer,
     n: &Node,
-    x: ExprId,
-    w: ExprId,
+    [x, w]: [ExprId; 2],
+    bias: Option<ExprId>,
     strides: &[usize],
     dilations: &[usize],
     pads: &[(usize, usize)],
@@ -1090,7 +1135,7 @@ fn conv3d(
     let s = imp.shape(y)?;
     let y = imp.reshape(y, &[nb, dout, o, s[2], s[3]])?;
     let mut y = imp.transpose(y, vec![0, 2, 1, 3, 4])?;
-    if let Some(b) = imp.opt_input(n, 2)? {
+    if let Some(b) = bias {
         y = imp.call(op::BiasAdd { axis: 1 }, &[y, b])?;
     }
     Ok(vec![y])
@@ -1099,6 +1144,20 @@ fn conv3d(
 fn conv(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let x = imp.input(n, 0)?;
     let w = imp.input(n, 1)?;
+    let b = imp.opt_input(n, 2)?;
+    conv_of(imp, n, x, w, b)
+}
+
+/// The convolution of `x` by `w` with `n`'s Conv attributes (strides, pads, dilations,
+/// group), plus `bias` on the channel axis when given: Conv and the quantized
+/// convolutions share it.
+pub(crate) fn conv_of(
+    imp: &mut Importer,
+    n: &Node,
+    x: ExprId,
+    w: ExprId,
+    bias: Option<ExprId>,
+) -> Result<Vec<ExprId>> {
     let xs = imp.shape(x)?;
     let ws = imp.shape(w)?;
     if xs.len() < 3 || ws.len() != xs.len() {
@@ -1111,7 +1170,7 @@ fn conv(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let dilations = spatial_attr(n, "dilations", k)?;
     let pads = window_pads(n, &xs[2..], &ws[2..], &strides, &dilations)?;
     if k == 3 {
-        return conv3d(imp, n, x, w, &strides, &dilations, &pads);
+        return conv3d(imp, n, [x, w], bias, &strides, &dilations, &pads);
     }
     if k > 3 {
         return Err(Error::Unsupported(format!(
@@ -1146,21 +1205,21 @@ fn conv(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             .map_err(|_| Error::InvalidModel(format!("group {group}")))?,
         ..op::Conv2d::default()
     };
-    conv_with_bias(imp, n, conv, x4, w4, lifted)
+    conv_with_bias(imp, conv, x4, w4, bias, lifted)
 }
 
 /// `conv(x, w)`, plus the node's optional bias (input 2) on the channel axis; a 1-D
 /// convolution `lifted` to 2-D (a unit height axis) drops that axis again.
 fn conv_with_bias(
     imp: &mut Importer,
-    n: &Node,
     conv: op::Conv2d,
     x: ExprId,
     w: ExprId,
+    bias: Option<ExprId>,
     lifted: bool,
 ) -> Result<Vec<ExprId>> {
     let mut y = imp.call(conv, &[x, w])?;
-    if let Some(b) = imp.opt_input(n, 2)? {
+    if let Some(b) = bias {
         y = imp.call(op::BiasAdd { axis: 1 }, &[y, b])?;
     }
     if lifted {
@@ -1309,7 +1368,8 @@ fn conv_transpose(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         groups: group,
         ..op::Conv2d::default()
     };
-    conv_with_bias(imp, n, conv, y, wc, lifted)
+    let b = imp.opt_input(n, 2)?;
+    conv_with_bias(imp, conv, y, wc, b, lifted)
 }
 
 fn pool(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {

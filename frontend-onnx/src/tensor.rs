@@ -31,6 +31,16 @@ pub fn dtype_from_onnx(code: i32) -> Result<DType> {
     })
 }
 
+/// The dtype kiln stores ONNX element type `code` in: [`dtype_from_onnx`], and `uint8`
+/// for the four float8 types, held as their bit patterns (the importer converts them
+/// where `Cast`, `CastLike`, `QuantizeLinear` and `DequantizeLinear` read or write them).
+pub fn storage_dtype_from_onnx(code: i32) -> Result<DType> {
+    match code {
+        17..=20 => Ok(DType::U8),
+        _ => dtype_from_onnx(code),
+    }
+}
+
 /// The ONNX element type code of a kiln dtype.
 pub fn dtype_to_onnx(d: DType) -> i32 {
     match d {
@@ -65,12 +75,13 @@ fn shape_of(t: &TensorProto, what: &str) -> Result<(Vec<usize>, usize)> {
     Ok((shape, numel))
 }
 
-/// The value of a `TensorProto` as an [`NDArray`]. `what` names the tensor in errors.
+/// The value of a `TensorProto` as an [`NDArray`] (a float8 tensor as its `uint8` bit
+/// patterns, see [`storage_dtype_from_onnx`]). `what` names the tensor in errors.
 /// The data must be embedded (not external) and hold exactly as many elements as the
 /// dims say.
 pub fn tensor_from_proto(t: &TensorProto, what: &str) -> Result<NDArray> {
     let code = t.data_type.unwrap_or(data_type::UNDEFINED);
-    let dtype = dtype_from_onnx(code).map_err(|e| match e {
+    let dtype = storage_dtype_from_onnx(code).map_err(|e| match e {
         Error::UnsupportedType(m) => Error::UnsupportedType(format!("{what}: {m}")),
         other => other,
     })?;
