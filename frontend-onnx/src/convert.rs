@@ -236,14 +236,15 @@ pub(crate) struct Importer {
     initializers: HashMap<String, NDArray>,
     params: Params,
     main_params: Vec<ExprId>,
-    /// The values holding float8 bit patterns (as uint8), with their format.
-    float8: HashMap<String, crate::float8::Float8>,
+    /// The values of a narrow ONNX type (float8, float4, int4, ...) held as their bit
+    /// patterns (as uint8), with their type.
+    narrow: HashMap<String, crate::narrow::Narrow>,
 }
 
 impl Importer {
-    /// The float8 format of value `name`, if it holds float8 bits.
-    pub fn float8_of(&self, name: &str) -> Option<crate::float8::Float8> {
-        self.float8.get(name).copied()
+    /// The narrow type of value `name`, if it holds a narrow type's bits.
+    pub fn narrow_of(&self, name: &str) -> Option<crate::narrow::Narrow> {
+        self.narrow.get(name).copied()
     }
 
     /// The expression for value `name`, binding an initializer to a new `@main` param on
@@ -613,11 +614,11 @@ impl Importer {
         check_attributes(n.proto)?;
         crate::arity::check(n)?;
         let fold = n.num_inputs() > 0 && self.all_inputs_constant(n);
-        crate::float8::check_inputs(self, n)?;
+        crate::narrow::check_inputs(self, n)?;
         let outs = ops::convert(self, n)?;
-        if let Some(f) = crate::float8::output_format(self, n) {
+        if let Some(f) = crate::narrow::output_format(self, n) {
             for name in n.proto.output.iter().filter(|s| !s.is_empty()) {
-                self.float8.insert(name.clone(), f);
+                self.narrow.insert(name.clone(), f);
             }
         }
         if let Some(m) = n.misread.take() {
@@ -663,13 +664,13 @@ impl Importer {
     }
 }
 
-/// The float8 format of graph input `vi`, if its element type is one.
-fn input_float8(vi: &proto::ValueInfoProto) -> Option<crate::float8::Float8> {
+/// The narrow type of graph input `vi`, if its element type is one.
+fn input_narrow(vi: &proto::ValueInfoProto) -> Option<crate::narrow::Narrow> {
     match &vi.r#type {
         Some(proto::TypeProto {
             value: Some(proto::type_proto::Value::TensorType(t)),
             ..
-        }) => crate::float8::Float8::from_onnx(t.elem_type.unwrap_or(0)),
+        }) => crate::narrow::Narrow::from_onnx(t.elem_type.unwrap_or(0)),
         _ => None,
     }
 }
@@ -803,7 +804,7 @@ pub(crate) fn import_model(
         initializers: HashMap::new(),
         params: Params::new(),
         main_params: vec![],
-        float8: HashMap::new(),
+        narrow: HashMap::new(),
     };
     for (i, t) in graph.initializer.iter().enumerate() {
         let name = t.name.clone().unwrap_or_default();
@@ -811,8 +812,8 @@ pub(crate) fn import_model(
             return Err(Error::InvalidModel(format!("initializer {i} has no name")));
         }
         let value = tensor_from_proto(t, &format!("initializer `{name}`"))?;
-        if let Some(f) = crate::float8::Float8::from_onnx(t.data_type.unwrap_or(0)) {
-            imp.float8.insert(name.clone(), f);
+        if let Some(f) = crate::narrow::Narrow::from_onnx(t.data_type.unwrap_or(0)) {
+            imp.narrow.insert(name.clone(), f);
         }
         imp.initializers.insert(name, value);
     }
@@ -825,8 +826,8 @@ pub(crate) fn import_model(
             return Err(Error::InvalidModel("a graph input has no name".into()));
         }
         let ty = input_type(vi, shapes)?;
-        if let Some(f) = input_float8(vi) {
-            imp.float8.insert(name.clone(), f);
+        if let Some(f) = input_narrow(vi) {
+            imp.narrow.insert(name.clone(), f);
         }
         if let Some(value) = constants.get(&name) {
             if Type::Tensor(value.ty()) != ty {

@@ -18,7 +18,7 @@ use kiln_ir::{DType, ExprId, NDArray};
 
 use crate::convert::{Importer, Node};
 use crate::error::{Error, Result};
-use crate::float8;
+use crate::narrow::{self, Narrow};
 use crate::ops::extreme_identity;
 
 /// The ONNX op types this module converts.
@@ -793,25 +793,35 @@ fn quantize(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     // Float8 inputs (x of a DequantizeLinear, a zero point) are decoded to float32.
     let zpf = match zp {
         Some(mut z) => {
-            if let Some(f) = float8::input_format(imp, n, 2) {
-                z = float8::decode(imp, z, f)?;
+            if let Some(f) = narrow::input_format(imp, n, 2) {
+                z = narrow::decode(imp, z, f)?;
             }
             let z = quant_param(imp, z, &xs, a, block)?;
             Some(cast(imp, z, DType::F32)?)
         }
         None => None,
     };
-    let xf = match float8::input_format(imp, n, 0) {
-        Some(f) => float8::decode(imp, x, f)?,
+    let xf = match narrow::input_format(imp, n, 0) {
+        Some(f) => narrow::decode(imp, x, f)?,
         None => cast(imp, x, DType::F32)?,
     };
     if n.op_type == "QuantizeLinear"
-        && let Some(f) = float8::quantize_format(imp, n)
+        && let Some(f) = narrow::quantize_format(imp, n)
     {
-        // ONNX's reference: `x / y_scale` cast to float8 (the zero point, 0 for float8,
-        // is not added).
-        let q = imp.binary(B::Divide, xf, sc)?;
-        return Ok(vec![float8::encode(imp, q, f, float8::saturate(n))?]);
+        // ONNX's reference: float8 is `x / y_scale` encoded (the zero point, 0 for
+        // float8, is not added); float4 adds the zero point; the integers round half to
+        // even, add it and clip to their range.
+        let mut q = imp.binary(B::Divide, xf, sc)?;
+        if let Some((lo, hi)) = f.int_range() {
+            q = imp.unary(U::Round, q)?;
+            if let Some(z) = zpf {
+                q = imp.binary(B::Add, q, z)?;
+            }
+            q = imp.call(op::Clip::new(lo, hi), &[q])?;
+        } else if let (Narrow::E2M1, Some(z)) = (f, zpf) {
+            q = imp.binary(B::Add, q, z)?;
+        }
+        return Ok(vec![narrow::encode(imp, q, f, narrow::saturate(n))?]);
     }
     if n.op_type == "DequantizeLinear" {
         let d = match zpf {

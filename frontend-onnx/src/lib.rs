@@ -38,6 +38,7 @@
 
 mod arity;
 mod arity_table;
+mod bitcast;
 mod control_flow;
 mod convert;
 mod data_dependent;
@@ -45,8 +46,8 @@ mod einsum;
 pub mod error;
 mod external;
 mod extra_ops;
-mod float8;
 mod grid_sample;
+mod narrow;
 mod ops;
 pub mod proto;
 mod quantized;

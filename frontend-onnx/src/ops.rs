@@ -11,7 +11,7 @@ use kiln_ir::{DType, ExprId, NDArray};
 
 use crate::convert::{Importer, Node};
 use crate::error::{Error, Result};
-use crate::float8::{self, Float8};
+use crate::narrow::{self, Narrow};
 use crate::tensor::dtype_from_onnx;
 
 /// The ONNX op types (default domain) that [`convert`] handles.
@@ -187,33 +187,6 @@ fn bit_shift(imp: &mut Importer, n: &Node) -> Result<ExprId> {
         (imp.binary(B::Divide, x, scale)?, zero)
     };
     imp.call(op::Where, &[out, fill, shifted])
-}
-
-/// `BitCast` (opset 26) between dtypes of one width: the identity, a wrapping integer
-/// cast between signed and unsigned integers (the same bits), and bool to an 8-bit
-/// integer (a bool's byte is 0 or 1). Reinterpreting float bits as integers or back
-/// needs a bit-reinterpret op that kiln's graph IR and loop IR lack: unsupported.
-fn bit_cast(imp: &mut Importer, n: &Node) -> Result<ExprId> {
-    let x = imp.input(n, 0)?;
-    let from = imp.dtype(x)?;
-    let to = dtype_from_onnx(n.int("to", 0) as i32)?;
-    if from.size_bytes() != to.size_bytes() {
-        return Err(Error::InvalidModel(format!(
-            "BitCast from {from} to {to}: ONNX requires equal bit widths"
-        )));
-    }
-    if from == to || ((from.is_int() || from.is_bool()) && to.is_int()) {
-        return cast(imp, x, to);
-    }
-    if to.is_bool() {
-        return Err(Error::Unsupported(format!(
-            "BitCast from {from} to bool (kiln's bool holds only 0 and 1)"
-        )));
-    }
-    Err(Error::Unsupported(format!(
-        "BitCast from {from} to {to} (reinterpreting float bits needs a bit-reinterpret op \
-         in kiln's graph IR and loop IR)"
-    )))
 }
 
 /// Whether [`convert`] handles ONNX op type `op` (default domain): [`SUPPORTED`] here
@@ -531,7 +504,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             one(imp.binary(B::Power, x, y)?)
         }
         "BitShift" => one(bit_shift(imp, n)?),
-        "BitCast" => one(bit_cast(imp, n)?),
+        "BitCast" => crate::bitcast::convert(imp, n),
         "Max" | "Min" | "Sum" | "Mean" => {
             let kind = match n.op_type {
                 "Max" => B::Maximum,
@@ -852,23 +825,23 @@ fn binary(imp: &mut Importer, n: &Node, kind: B) -> Result<Vec<ExprId>> {
     Ok(vec![imp.binary(kind, a, b)?])
 }
 
-/// `Cast` (to the type `to`) and `CastLike` (to input 1's type), float8 included: a
-/// float8 input is decoded to float32 first, a float8 target encoded with the node's
-/// `saturate` (see [`crate::float8`]).
+/// `Cast` (to the type `to`) and `CastLike` (to input 1's type), narrow types (float8,
+/// float4, int4, ...) included: a narrow input is decoded to float32 first, a narrow
+/// target encoded with the node's `saturate` (see [`crate::narrow`]).
 fn cast_node(imp: &mut Importer, n: &Node) -> Result<ExprId> {
     let mut x = imp.input(n, 0)?;
-    if let Some(f) = float8::input_format(imp, n, 0) {
-        x = float8::decode(imp, x, f)?;
+    if let Some(f) = narrow::input_format(imp, n, 0) {
+        x = narrow::decode(imp, x, f)?;
     }
     let to = if n.op_type == "Cast" {
         let code = n.int("to", 0) as i32;
-        match Float8::from_onnx(code) {
-            Some(f) => return float8::encode(imp, x, f, float8::saturate(n)),
+        match Narrow::from_onnx(code) {
+            Some(f) => return narrow::encode(imp, x, f, narrow::saturate(n)),
             None => dtype_from_onnx(code)?,
         }
     } else {
-        if let Some(f) = float8::input_format(imp, n, 1) {
-            return float8::encode(imp, x, f, float8::saturate(n));
+        if let Some(f) = narrow::input_format(imp, n, 1) {
+            return narrow::encode(imp, x, f, narrow::saturate(n));
         }
         let like = imp.input(n, 1)?;
         imp.dtype(like)?
