@@ -85,6 +85,16 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     Ok(vec![y])
 }
 
+/// `2^k` exactly, for `k` from -1074 (the smallest subnormal) to 1023 (`powi` loses the
+/// subnormal ones).
+fn pow2(k: i32) -> f64 {
+    if k >= -1022 {
+        f64::from_bits(((k + 1023) as u64) << 52)
+    } else {
+        f64::from_bits(1u64 << (k + 1074))
+    }
+}
+
 /// A constant float64 vector.
 fn f64s(imp: &mut Importer, v: Vec<f64>) -> Result<ExprId> {
     let k = v.len();
@@ -123,7 +133,7 @@ fn int_to_float(imp: &mut Importer, x: ExprId, l: &Layout, to: DType) -> Result<
     let top = l.top();
     // 2^(E - bias - m) per exponent; E = 0 (subnormal) scales by 2^(1 - bias - m).
     let scales: Vec<f64> = (0..=top)
-        .map(|e| 2f64.powi(e.max(1) - l.bias - l.mant))
+        .map(|e| pow2(e.max(1) - l.bias - l.mant))
         .collect();
     let scales = f64s(imp, scales)?;
     let scale = lookup(imp, scales, e)?;
@@ -159,7 +169,7 @@ fn float_to_int(imp: &mut Importer, x: ExprId, l: &Layout, to: DType) -> Result<
             if k == top {
                 f64::INFINITY
             } else {
-                2f64.powi(k - l.bias)
+                pow2(k - l.bias)
             }
         })
         .collect();
@@ -174,7 +184,7 @@ fn float_to_int(imp: &mut Importer, x: ExprId, l: &Layout, to: DType) -> Result<
     let (lo, hi): (Vec<f64>, Vec<f64>) = (0..=top)
         .map(|e| {
             let p = l.bias + l.mant - e.max(1);
-            (2f64.powi(p / 2), 2f64.powi(p - p / 2))
+            (pow2(p / 2), pow2(p - p / 2))
         })
         .unzip();
     let lo = f64s(imp, lo)?;

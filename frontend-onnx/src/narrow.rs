@@ -124,6 +124,12 @@ impl Narrow {
         }
     }
 
+    /// Whether the format saturates whatever `saturate` says (it has no infinity or NaN
+    /// to overflow to: `FLOAT4E2M1`).
+    fn always_saturates(self) -> bool {
+        self == Narrow::E2M1
+    }
+
     /// The sign bit of a float format.
     fn sign_bit(self) -> u8 {
         1 << (self.bits() - 1)
@@ -221,7 +227,7 @@ impl Narrow {
                 self.decode(k as u8) as f64
             }
         };
-        let saturate = saturate || self == Narrow::E2M1;
+        let saturate = saturate || self.always_saturates();
         let last = if saturate { max as u32 } else { max as u32 + 1 };
         (1..=last)
             .map(|k| {
@@ -311,6 +317,7 @@ pub(crate) fn encode(imp: &mut Importer, x: ExprId, f: Narrow, saturate: bool) -
     };
     let x = cast(imp, x, dt)?;
     let shape = imp.shape(x)?;
+    let saturate = saturate || f.always_saturates();
     let th = f.thresholds(saturate, dt);
     let count = th.len();
     let th = imp.constant(NDArray::from_f64(vec![count], dt, th)?);
