@@ -613,6 +613,13 @@ impl Importer {
         }
         check_attributes(n.proto)?;
         crate::arity::check(n)?;
+        // A node with a subgraph (If, Loop, Scan) may read enclosing values that are not
+        // constants: its outputs fold only when they evaluate without them.
+        let has_subgraph = n
+            .proto
+            .attribute
+            .iter()
+            .any(|a| a.g.is_some() || !a.graphs.is_empty());
         let fold = n.num_inputs() > 0 && self.all_inputs_constant(n);
         crate::narrow::check_inputs(self, n)?;
         let outs = ops::convert(self, n)?;
@@ -646,8 +653,11 @@ impl Importer {
                         && !matches!(self.m.kind(id), ExprKind::Constant(_))
                         && t.numel() <= FOLD_LIMIT =>
                 {
-                    let v = self.evaluate(id)?;
-                    self.m.constant(v)
+                    match self.evaluate(id) {
+                        Ok(v) => self.m.constant(v),
+                        Err(_) if has_subgraph => id,
+                        Err(e) => return Err(e),
+                    }
                 }
                 _ => id,
             };
