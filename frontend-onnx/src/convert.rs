@@ -310,12 +310,27 @@ impl Importer {
         let Some(name) = n.input_name(i) else {
             return Ok(None);
         };
-        let _ = i;
         self.known(name)
             .map(Some)
             .ok_or_else(|| Error::NotConstant {
-                input: name.to_string(),
+                input: self.graph_input_behind(name),
             })
+    }
+
+    /// The name to ask a caller to bind so that value `name` becomes known at import:
+    /// the first graph input (not an initializer) its expression reads — binding it with
+    /// `from_onnx_with_constants` folds what depends only on it and on initializers —
+    /// else `name` itself.
+    fn graph_input_behind(&self, name: &str) -> String {
+        let Some(&id) = self.values.get(name) else {
+            return name.to_string();
+        };
+        kiln_ir::visit::free_vars(&self.m, id)
+            .into_iter()
+            .filter_map(|v| self.m.var_name(v))
+            .find(|v| !self.params.contains_key(*v))
+            .unwrap_or(name)
+            .to_string()
     }
 
     /// Input `i` of `n` as a list of integers known at import time; `None` if absent.

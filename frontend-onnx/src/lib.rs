@@ -36,6 +36,7 @@
 //! assert_eq!(module.main().unwrap().params.len(), 1);
 //! ```
 
+mod affine_grid;
 mod arity;
 mod arity_table;
 mod bitcast;

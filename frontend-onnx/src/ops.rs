@@ -201,6 +201,7 @@ pub(crate) fn is_supported(op: &str) -> bool {
         || crate::rearrange::SUPPORTED.contains(&op)
         || crate::grid_sample::SUPPORTED.contains(&op)
         || crate::roi_align::SUPPORTED.contains(&op)
+        || crate::affine_grid::SUPPORTED.contains(&op)
         || crate::data_dependent::SUPPORTED.contains(&op)
         || crate::quantized::SUPPORTED.contains(&op)
 }
