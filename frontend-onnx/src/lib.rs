@@ -40,6 +40,7 @@ mod affine_grid;
 mod arity;
 mod arity_table;
 mod bitcast;
+mod bitwise;
 mod control_flow;
 mod convert;
 mod data_dependent;
