@@ -41,6 +41,7 @@ mod arity;
 mod arity_table;
 mod bitcast;
 mod bitwise;
+mod causal_conv;
 mod control_flow;
 mod convert;
 mod data_dependent;

@@ -203,6 +203,7 @@ pub(crate) fn is_supported(op: &str) -> bool {
         || crate::roi_align::SUPPORTED.contains(&op)
         || crate::affine_grid::SUPPORTED.contains(&op)
         || crate::bitwise::SUPPORTED.contains(&op)
+        || crate::causal_conv::SUPPORTED.contains(&op)
         || crate::data_dependent::SUPPORTED.contains(&op)
         || crate::quantized::SUPPORTED.contains(&op)
 }
