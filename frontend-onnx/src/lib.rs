@@ -50,6 +50,7 @@ pub mod error;
 mod external;
 mod extra_ops;
 mod grid_sample;
+mod linear_attention;
 mod narrow;
 mod ops;
 pub mod proto;
