@@ -63,6 +63,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Option<Result<Vec<ExprId>
         "AffineGrid" => crate::affine_grid::convert(imp, n),
         "CausalConvWithState" => crate::causal_conv::convert(imp, n),
         "LinearAttention" => crate::linear_attention::convert(imp, n),
+        "Col2Im" => crate::col2im::convert(imp, n),
         "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" | "BitwiseNot" => crate::bitwise::convert(imp, n),
         "NonMaxSuppression" | "Unique" => crate::data_dependent::convert(imp, n),
         "ConvInteger"

@@ -42,6 +42,7 @@ mod arity_table;
 mod bitcast;
 mod bitwise;
 mod causal_conv;
+mod col2im;
 mod control_flow;
 mod convert;
 mod data_dependent;

@@ -205,6 +205,7 @@ pub(crate) fn is_supported(op: &str) -> bool {
         || crate::bitwise::SUPPORTED.contains(&op)
         || crate::causal_conv::SUPPORTED.contains(&op)
         || crate::linear_attention::SUPPORTED.contains(&op)
+        || crate::col2im::SUPPORTED.contains(&op)
         || crate::data_dependent::SUPPORTED.contains(&op)
         || crate::quantized::SUPPORTED.contains(&op)
 }
