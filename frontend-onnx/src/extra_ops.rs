@@ -65,7 +65,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Option<Result<Vec<ExprId>
         "LinearAttention" => crate::linear_attention::convert(imp, n),
         "Col2Im" => crate::col2im::convert(imp, n),
         "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" | "BitwiseNot" => crate::bitwise::convert(imp, n),
-        "NonMaxSuppression" | "Unique" => crate::data_dependent::convert(imp, n),
+        "NonMaxSuppression" | "NonZero" | "Unique" => crate::data_dependent::convert(imp, n),
         "ConvInteger"
         | "DynamicQuantizeLinear"
         | "MatMulInteger"
