@@ -8,15 +8,15 @@ use kiln::{BenchmarkOptions, DebugExecutor, Target, TargetKind};
 use serde::Serialize;
 
 use crate::compile::{bind_inputs, compiling_targets, prepare};
-use crate::model::Shapes;
+use crate::model::Loading;
 use crate::progress::{self, Progress};
 
 /// Arguments of `kiln bench`.
 pub struct BenchArgs {
     /// `zoo:NAME`, a text IR file, an ONNX file or an exported module.
     pub model: String,
-    /// `--shape` overrides of ONNX input shapes.
-    pub shapes: Shapes,
+    /// `--shape` overrides of ONNX input shapes and the `--params` file.
+    pub loading: Loading,
     /// The `--target` text (needed for models; an exported module runs on the target
     /// recorded in it).
     pub target: Option<String>,
@@ -61,7 +61,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     }
     let prepared = prepare(
         &args.model,
-        &args.shapes,
+        &args.loading,
         args.target.as_deref(),
         None,
         args.opt_level,
@@ -122,8 +122,8 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
 pub struct ProfileArgs {
     /// `zoo:NAME`, a text IR file, an ONNX file or an exported module.
     pub model: String,
-    /// `--shape` overrides of ONNX input shapes.
-    pub shapes: Shapes,
+    /// `--shape` overrides of ONNX input shapes and the `--params` file.
+    pub loading: Loading,
     /// The `--target` text (needed for models; an exported module runs on the target
     /// recorded in it).
     pub target: Option<String>,
@@ -153,7 +153,7 @@ pub fn profile(args: &ProfileArgs) -> Result<()> {
     }
     let prepared = prepare(
         &args.model,
-        &args.shapes,
+        &args.loading,
         args.target.as_deref(),
         None,
         args.opt_level,
