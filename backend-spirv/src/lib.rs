@@ -96,8 +96,13 @@ pub fn spirv_of(kernels: &[PrimFunc]) -> Result<String> {
     let mut out = String::new();
     for k in compile_module(kernels, &Features::ANY)? {
         for (j, l) in k.launches.iter().enumerate() {
+            let folded = if l.launch.folded() {
+                format!(" (a grid of {:?} blocks, folded)", l.launch.blocks)
+            } else {
+                String::new()
+            };
             out.push_str(&format!(
-                "; @{} launch {j}: workgroups {:?}, workgroup size {:?}\n",
+                "; @{} launch {j}: workgroups {:?}{folded}, workgroup size {:?}\n",
                 k.name, l.launch.groups, l.launch.size
             ));
             out.push_str(&disasm::disassemble(&l.words));

@@ -7,7 +7,9 @@
 //!   (`StorageBuffer8BitAccess`), float16 elements 16-bit (`StorageBuffer16BitAccess`).
 //!   Kernels have no scalar parameters, so there are no push constants. `blockIdx` and
 //!   `threadIdx` loops read `WorkgroupId` and `LocalInvocationId`; the workgroup size
-//!   (`LocalSize`) is the launch's. Shared allocations are `Workgroup` arrays, local ones
+//!   (`LocalSize`) is the launch's. In a folded launch ([`Launch::folded`]) `blockIdx`
+//!   comes from the group's linear number, and the whole body sits under
+//!   `if linear < block count` (uniform per workgroup, so barriers stay convergent). Shared allocations are `Workgroup` arrays, local ones
 //!   `Function` arrays, both of the value types below.
 //! - **Values** are SSA ids of four types: `bool`, `int` (int32, and int8/uint8 held
 //!   sign/zero-extended and re-wrapped after every operation), `long` (int64, needs
@@ -42,7 +44,7 @@ use rspirv::binary::Assemble;
 use rspirv::dr::{self, Builder, Operand};
 use rspirv::spirv::{
     self, AddressingModel, BuiltIn, Capability, Decoration, ExecutionMode, ExecutionModel,
-    FunctionControl, MemoryModel, StorageClass, Word,
+    FunctionControl, MemoryModel, SelectionControl, StorageClass, Word,
 };
 
 use crate::features::Features;
@@ -120,6 +122,7 @@ pub(crate) fn emit_launch(
         guarded_depth: 0,
         shared_bytes: 0,
         status: None,
+        linear: None,
     };
     for (k, &p) in func.params.iter().enumerate() {
         g.storage_buffer(k as u32, p)?;
@@ -133,7 +136,12 @@ pub(crate) fn emit_launch(
         g.b.begin_function(void, None, FunctionControl::NONE, fn_ty)
             .map_err(internal)?;
     g.block = g.b.begin_block(None).map_err(internal)?;
+    let past_grid = g.guard_folded_grid()?;
     g.stmt(root)?;
+    if let Some(merge) = past_grid {
+        g.branch(merge)?;
+        g.start_block(merge)?;
+    }
     g.b.ret().map_err(internal)?;
     g.b.end_function().map_err(internal)?;
     if g.shared_bytes > features.max_shared_bytes as u64 {
@@ -175,6 +183,8 @@ pub(crate) struct Gen<'a> {
     shared_bytes: u64,
     /// The status word's buffer, in kernels that report division by zero.
     pub(crate) status: Option<Word>,
+    /// In a folded launch: the workgroup's linear number (uint32).
+    linear: Option<Word>,
 }
 
 impl<'a> Gen<'a> {
@@ -461,13 +471,46 @@ impl<'a> Gen<'a> {
         Ok(())
     }
 
-    /// The index (as an int32 value) of `axis` for this invocation.
-    fn axis_id(&mut self, axis: ThreadAxis) -> Result<Word> {
-        let builtin = if axis.is_block() {
-            BuiltIn::WorkgroupId
-        } else {
-            BuiltIn::LocalInvocationId
-        };
+    /// In a folded launch, computes the workgroup's linear number and opens
+    /// `if linear < block count`; returns the merge label the caller branches to after
+    /// the body (`None`: the launch is not folded).
+    fn guard_folded_grid(&mut self) -> Result<Option<Word>> {
+        if !self.launch.folded() {
+            return Ok(None);
+        }
+        let u32t = self.b.type_int(32, 0);
+        let [gx, gy, _] = self.launch.groups;
+        let id = |g: &mut Self, k: u32| g.builtin_component(BuiltIn::WorkgroupId, k);
+        let (x, y, z) = (id(self, 0)?, id(self, 1)?, id(self, 2)?);
+        // x + gx * (y + gy * z): below 2^31 (launch_of refuses bigger grids).
+        let gy_c = self.b.constant_bit32(u32t, gy);
+        let gx_c = self.b.constant_bit32(u32t, gx);
+        let r = self.b.i_mul(u32t, None, gy_c, z);
+        let yz = self.ok(r)?;
+        let r = self.b.i_add(u32t, None, y, yz);
+        let yz = self.ok(r)?;
+        let r = self.b.i_mul(u32t, None, gx_c, yz);
+        let yz = self.ok(r)?;
+        let r = self.b.i_add(u32t, None, x, yz);
+        let linear = self.ok(r)?;
+        self.linear = Some(linear);
+        let total = self
+            .b
+            .constant_bit32(u32t, self.launch.block_count() as u32);
+        let bool_t = self.ty(DType::Bool)?;
+        let r = self.b.u_less_than(bool_t, None, linear, total);
+        let inside = self.ok(r)?;
+        let (body, merge) = (self.b.id(), self.b.id());
+        let r = self.b.selection_merge(merge, SelectionControl::NONE);
+        self.ok(r)?;
+        let r = self.b.branch_conditional(inside, body, merge, []);
+        self.ok(r)?;
+        self.start_block(body)?;
+        Ok(Some(merge))
+    }
+
+    /// Component `k` of the `uvec3` built-in `builtin` (declared on first use).
+    fn builtin_component(&mut self, builtin: BuiltIn, k: u32) -> Result<Word> {
         let u32t = self.b.type_int(32, 0);
         let uvec3 = self.b.type_vector(u32t, 3);
         let var = match self.builtins.get(&builtin) {
@@ -484,10 +527,44 @@ impl<'a> Gen<'a> {
         };
         let vec = self.b.load(uvec3, None, var, None, []);
         let vec = self.ok(vec)?;
-        let c = self
-            .b
-            .composite_extract(u32t, None, vec, [axis_index(axis) as u32 % 3]);
-        let c = self.ok(c)?;
+        let c = self.b.composite_extract(u32t, None, vec, [k]);
+        self.ok(c)
+    }
+
+    /// In a folded launch, `blockIdx` of the block axis `k` (0..3) from the linear
+    /// number: `linear / (blocks below k) % blocks[k]` (uint32).
+    fn folded_block_id(&mut self, linear: Word, k: usize) -> Result<Word> {
+        let u32t = self.b.type_int(32, 0);
+        let blocks = self.launch.blocks;
+        let below: u32 = blocks[..k].iter().product();
+        let mut v = linear;
+        if below > 1 {
+            let c = self.b.constant_bit32(u32t, below);
+            let r = self.b.u_div(u32t, None, v, c);
+            v = self.ok(r)?;
+        }
+        if k < 2 && blocks[k + 1..].iter().any(|&b| b > 1) {
+            let c = self.b.constant_bit32(u32t, blocks[k]);
+            let r = self.b.u_mod(u32t, None, v, c);
+            v = self.ok(r)?;
+        }
+        Ok(v)
+    }
+
+    /// The index (as an int32 value) of `axis` for this invocation.
+    fn axis_id(&mut self, axis: ThreadAxis) -> Result<Word> {
+        if let (true, Some(linear)) = (axis.is_block(), self.linear) {
+            let c = self.folded_block_id(linear, axis_index(axis) % 3)?;
+            let i32t = self.b.type_int(32, 1);
+            let r = self.b.bitcast(i32t, None, c);
+            return self.ok(r);
+        }
+        let builtin = if axis.is_block() {
+            BuiltIn::WorkgroupId
+        } else {
+            BuiltIn::LocalInvocationId
+        };
+        let c = self.builtin_component(builtin, axis_index(axis) as u32 % 3)?;
         let i32t = self.b.type_int(32, 1);
         let r = self.b.bitcast(i32t, None, c);
         self.ok(r)
