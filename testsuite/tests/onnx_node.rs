@@ -16,6 +16,8 @@
 //! `backend/test/data/pytorch-converted` and `pytorch-operator` (the script copies them);
 //! the manifest lists them too.
 //!
+//! `KILN_ONNX_ONLY=NAME` runs one case and prints its outcomes in full, checking nothing.
+//!
 //! `KILN_ONNX_WRITE_MANIFEST=1` rewrites the manifest from this run's results instead of
 //! checking it (the manifest is generated, never edited by hand); the columns of targets
 //! not run keep their entries. Cases run on as many threads as the machine has cores
@@ -248,6 +250,16 @@ fn onnx_node_tests_match_the_manifest() {
         .collect();
     names.sort();
     assert!(!names.is_empty(), "no test cases under {}", dir.display());
+    // A debugging aid: `KILN_ONNX_ONLY=NAME` runs that case alone and prints its outcome
+    // on every target in full, checking nothing.
+    if let Ok(only) = std::env::var("KILN_ONNX_ONLY") {
+        let r = run_case_on(&dir.join(&only), &manifest_backends());
+        println!("{only} on ref: {:?}", r.reference);
+        for (t, o) in &r.compiled {
+            println!("{only} on {t}: {o:?}");
+        }
+        return;
+    }
 
     let backends = manifest_backends();
     let ran: Vec<String> = backends.iter().map(|b| b.name.clone()).collect();

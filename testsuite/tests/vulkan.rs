@@ -320,3 +320,99 @@ fn benchmark_and_profile_use_device_time() {
     assert_eq!(p.rows.len(), kernels.count(), "one row per kernel call");
     assert!(p.rows.iter().all(|r| r.time_us > 0.0), "{p}");
 }
+
+/// int16, uint16 and uint32 (int16/uint16 held in int32, uint32 zero-extended in int64)
+/// at their extremes: every binary op and casts to and from every other integer width
+/// and float32 equal the reference exactly on every backend, vulkan included.
+#[test]
+fn narrow_and_unsigned_integers_at_their_extremes() {
+    use kiln_ir::op::{Binary, BinaryKind, Cast};
+    use kiln_testsuite::ops::{Arg, EXACT, check_all, one_op, tt};
+    if vulkan().is_none() {
+        return;
+    }
+    for (dtype, lo, hi) in [
+        (DType::I16, i16::MIN as i64, i16::MAX as i64),
+        (DType::U16, 0, u16::MAX as i64),
+        (DType::U32, 0, u32::MAX as i64),
+    ] {
+        let a = [lo, hi, 0, 1, hi - 1, lo + 1, 7, hi / 2, 3, 2, hi, 5];
+        let b = [1, 2, hi, 3, hi, 7, lo + 2, 2, hi, lo + 1, hi, 5];
+        let n = a.len();
+        let typed = |v: &[i64]| {
+            NDArray::new(
+                vec![n],
+                kiln_ir::tensor::Data::from_i64(dtype, v.iter().copied()),
+            )
+            .unwrap()
+        };
+        let t2 = [Arg::T(tt(&[n], dtype)), Arg::T(tt(&[n], dtype))];
+        for kind in BinaryKind::ALL {
+            // Divisors without zero (integer division by zero is an error everywhere).
+            let Ok((m, params)) = one_op(Binary::new(kind), &t2) else {
+                continue;
+            };
+            let (x, y) = match kind {
+                BinaryKind::Power => (typed(&[2; 12]), typed(&[3; 12])),
+                _ => (typed(&a), typed(&b)),
+            };
+            check_all(&m, &params, &[x, y], EXACT)
+                .unwrap_or_else(|e| panic!("{dtype} {}: {e}", kind.name()));
+        }
+        for to in [
+            DType::I8,
+            DType::U8,
+            DType::I16,
+            DType::U16,
+            DType::I32,
+            DType::U32,
+            DType::I64,
+            DType::F32,
+        ] {
+            let (m, params) = one_op(Cast::new(to), &[Arg::T(tt(&[n], dtype))]).unwrap();
+            check_all(&m, &params, &[typed(&a)], EXACT)
+                .unwrap_or_else(|e| panic!("cast {dtype} to {to}: {e}"));
+            // And back, from values past the narrower range.
+            let (m, params) = one_op(Cast::new(dtype), &[Arg::T(tt(&[n], to))]).unwrap();
+            let wide = [
+                i64::from(i32::MIN),
+                -1,
+                70_000,
+                1 << 33,
+                255,
+                -129,
+                0,
+                1,
+                2,
+                3,
+                4,
+                5,
+            ];
+            let x = if to == DType::F32 {
+                let f = [
+                    -1.0e10f32,
+                    -1.5,
+                    70_000.7,
+                    5.0e9,
+                    255.0,
+                    -129.0,
+                    0.0,
+                    1.0,
+                    f32::NAN,
+                    3.0,
+                    65_535.5,
+                    1e30,
+                ];
+                NDArray::from_vec([n], f.to_vec()).unwrap()
+            } else {
+                NDArray::new(
+                    vec![n],
+                    kiln_ir::tensor::Data::from_i64(to, wide.iter().copied()),
+                )
+                .unwrap()
+            };
+            check_all(&m, &params, &[x], EXACT)
+                .unwrap_or_else(|e| panic!("cast {to} to {dtype}: {e}"));
+        }
+    }
+}

@@ -11,8 +11,9 @@
 //!   comes from the group's linear number, and the whole body sits under
 //!   `if linear < block count` (uniform per workgroup, so barriers stay convergent). Shared allocations are `Workgroup` arrays, local ones
 //!   `Function` arrays, both of the value types below.
-//! - **Values** are SSA ids of four types: `bool`, `int` (int32, and int8/uint8 held
-//!   sign/zero-extended and re-wrapped after every operation), `long` (int64, needs
+//! - **Values** are SSA ids of four types: `bool`, `int` (int32, and int8/uint8/int16/
+//!   uint16 held sign/zero-extended and re-wrapped after every operation; their buffers
+//!   8- or 16-bit), `long` (int64, and uint32 held zero-extended and re-wrapped; both need
 //!   `Int64`) and `float` (float32, and float16 held as float32 and rounded to float16
 //!   after every operation, as the loop-IR interpreter does). Loop counters are `OpPhi`s.
 //! - **Control flow** is structured: serial loops are `OpLoopMerge` headers with a
@@ -61,6 +62,7 @@ pub(crate) struct Val {
 #[derive(Clone, Copy, Debug, Default)]
 struct Uses {
     int8: bool,
+    int16: bool,
     float16: bool,
     int64: bool,
 }
@@ -76,11 +78,14 @@ struct BufVar {
 /// The SPIR-V words of the launch of `func` rooted at `root`.
 /// The dtypes the SPIR-V codegen emits; [`emit_launch`] refuses a kernel using any
 /// other (and [`crate::VulkanBackend`] declares them unsupported).
-pub(crate) const EMITTED: [DType; 7] = [
+pub(crate) const EMITTED: [DType; 10] = [
     DType::F32,
     DType::F16,
     DType::I8,
     DType::U8,
+    DType::I16,
+    DType::U16,
+    DType::U32,
     DType::I32,
     DType::I64,
     DType::Bool,
@@ -167,8 +172,8 @@ pub(crate) struct Gen<'a> {
     block: Word,
     vars: Vec<Option<Val>>,
     buffers: HashMap<BufferId, BufVar>,
-    /// Per storage element type: the `Block` struct's pointer type and the element pointer.
-    storage_types: HashMap<Word, (Word, Word)>,
+    /// Per storage element type: the `Block` struct's pointer type.
+    storage_types: HashMap<Word, Word>,
     consts: HashMap<(Word, u64), Word>,
     /// The value of each integer constant made by [`Gen::const_int`].
     int_values: HashMap<Word, i64>,
@@ -210,8 +215,9 @@ impl<'a> Gen<'a> {
     pub(crate) fn ty(&mut self, d: DType) -> Result<Word> {
         Ok(match d {
             DType::Bool => self.b.type_bool(),
-            DType::I8 | DType::U8 | DType::I32 => self.b.type_int(32, 1),
-            DType::I64 => {
+            DType::I8 | DType::U8 | DType::I16 | DType::U16 | DType::I32 => self.b.type_int(32, 1),
+            // uint32 is held zero-extended in int64.
+            DType::I64 | DType::U32 => {
                 self.need(self.features.int64, "Int64 (shaderInt64)", d)?;
                 self.uses.int64 = true;
                 self.b.type_int(64, 1)
@@ -234,6 +240,17 @@ impl<'a> Gen<'a> {
         Ok(self.b.type_float(16, None))
     }
 
+    /// The 16-bit integer type of int16/uint16 storage (conversions only).
+    pub(crate) fn int16_ty(&mut self, d: DType) -> Result<Word> {
+        self.need(
+            self.features.int16,
+            "StorageBuffer16BitAccess with Int16 (storageBuffer16BitAccess, shaderInt16)",
+            d,
+        )?;
+        self.uses.int16 = true;
+        Ok(self.b.type_int(16, 0))
+    }
+
     /// The element type of a `d` storage buffer.
     fn storage_ty(&mut self, d: DType) -> Result<Word> {
         Ok(match d {
@@ -246,6 +263,11 @@ impl<'a> Gen<'a> {
                 )?;
                 self.uses.int8 = true;
                 self.b.type_int(8, 0)
+            }
+            DType::I16 | DType::U16 => self.int16_ty(d)?,
+            DType::U32 => {
+                self.ty(d)?;
+                self.b.type_int(32, 0)
             }
             _ => self.ty(d)?,
         })
@@ -270,24 +292,7 @@ impl<'a> Gen<'a> {
             })?;
         let _ = bytes;
         let elem = self.storage_ty(buf.dtype)?;
-        let (ptr_struct, ptr_elem) = match self.storage_types.get(&elem) {
-            Some(&t) => t,
-            None => {
-                let rt = self.b.type_runtime_array(elem);
-                let stride = buf.dtype.size_bytes() as u32;
-                self.b
-                    .decorate(rt, Decoration::ArrayStride, [Operand::LiteralBit32(stride)]);
-                let st = self.b.type_struct([rt]);
-                self.b.decorate(st, Decoration::Block, []);
-                self.b
-                    .member_decorate(st, 0, Decoration::Offset, [Operand::LiteralBit32(0)]);
-                let ps = self.b.type_pointer(None, StorageClass::StorageBuffer, st);
-                let pe = self.b.type_pointer(None, StorageClass::StorageBuffer, elem);
-                self.storage_types.insert(elem, (ps, pe));
-                (ps, pe)
-            }
-        };
-        let _ = ptr_elem;
+        let ptr_struct = self.storage_block(elem, buf.dtype.size_bytes() as u32);
         let var = self
             .b
             .variable(ptr_struct, None, StorageClass::StorageBuffer, None);
@@ -307,17 +312,29 @@ impl<'a> Gen<'a> {
         Ok(())
     }
 
-    /// The status word: a `uint` storage buffer at `binding`.
-    fn status_buffer(&mut self, binding: u32) -> Word {
-        let u = self.b.type_int(32, 0);
-        let rt = self.b.type_runtime_array(u);
+    /// The pointer type of a storage buffer of `elem` elements `stride` bytes apart
+    /// (`struct { elem data[]; }`, `Block`), made once per element type: the types are
+    /// unique in a module, so a uint32 buffer and the status word share it.
+    fn storage_block(&mut self, elem: Word, stride: u32) -> Word {
+        if let Some(&ps) = self.storage_types.get(&elem) {
+            return ps;
+        }
+        let rt = self.b.type_runtime_array(elem);
         self.b
-            .decorate(rt, Decoration::ArrayStride, [Operand::LiteralBit32(4)]);
+            .decorate(rt, Decoration::ArrayStride, [Operand::LiteralBit32(stride)]);
         let st = self.b.type_struct([rt]);
         self.b.decorate(st, Decoration::Block, []);
         self.b
             .member_decorate(st, 0, Decoration::Offset, [Operand::LiteralBit32(0)]);
         let ps = self.b.type_pointer(None, StorageClass::StorageBuffer, st);
+        self.storage_types.insert(elem, ps);
+        ps
+    }
+
+    /// The status word: a `uint` storage buffer at `binding`.
+    fn status_buffer(&mut self, binding: u32) -> Word {
+        let u = self.b.type_int(32, 0);
+        let ps = self.storage_block(u, 4);
         let var = self.global_variable(ps, StorageClass::StorageBuffer);
         self.b
             .decorate(var, Decoration::DescriptorSet, [Operand::LiteralBit32(0)]);
@@ -435,7 +452,7 @@ impl<'a> Gen<'a> {
     /// A constant of integer dtype `d` (held as its value type) with value `v`.
     pub(crate) fn const_int(&mut self, v: i64, d: DType) -> Result<Word> {
         let t = self.ty(d)?;
-        let id = if d == DType::I64 {
+        let id = if matches!(d, DType::I64 | DType::U32) {
             self.constant(t, v as u64, true)
         } else {
             self.constant(t, v as i32 as u32 as u64, false)
@@ -580,6 +597,10 @@ impl<'a> Gen<'a> {
         if self.uses.int8 {
             b.capability(Capability::Int8);
             b.capability(Capability::StorageBuffer8BitAccess);
+        }
+        if self.uses.int16 {
+            b.capability(Capability::Int16);
+            b.capability(Capability::StorageBuffer16BitAccess);
         }
         if self.uses.float16 {
             b.capability(Capability::Float16);
