@@ -3,9 +3,9 @@
 # graph-IR reference interpreter (`ref`), plus the machine. Run from the repository root.
 # With PYTHON naming a python that has onnx and onnxruntime (for example
 # `python3 -m venv /tmp/kiln-venv && /tmp/kiln-venv/bin/pip install onnx==1.23.2 numpy
-# onnxruntime==1.31.1`, then PYTHON=/tmp/kiln-venv/bin/python), it also builds
-# frontend-onnx/scripts/make_ort_models.py's ResNet-18 and times that same file on kiln's
-# `cpu` and on ONNX Runtime (2 threads), in the same run.
+# onnxruntime==1.31.1`, then PYTHON=/tmp/kiln-venv/bin/python), it also times the ONNX
+# ResNet-18 on kiln's `cpu` and on ONNX Runtime (2 threads) side by side, in the same run
+# (scripts/peer_bench.py, which does this for every peer model).
 #
 # `bench.sh --opt-levels [ROUNDS]` instead measures the graph optimizer (issue 6): the pass
 # report (total and per-pass time) of `kiln inspect MODEL --emit opt --opt-level 3` for
@@ -53,15 +53,8 @@ $kiln bench zoo:resnet18 --target "cpu -threads=2" --repeat 7 --number 1
 $kiln bench zoo:resnet18 --target ref --repeat 5 --number 1
 $kiln bench zoo:mlp --target "cpu -threads=2" --repeat 5 --number 100
 $kiln bench zoo:mlp --target ref --repeat 5 --number 10
-cargo bench -p kiln-backend-cranelift --bench mlp
+cargo bench -p kiln --bench mlp
 if [ -n "${PYTHON:-}" ]; then
-    dir=$(mktemp -d)
-    "$PYTHON" frontend-onnx/scripts/make_ort_models.py "$dir"
-    model="$dir/resnet18/model.onnx"
-    for _ in 1 2; do
-        $kiln bench "$model" --target "cpu -threads=2" --repeat 7 --number 1
-        "$PYTHON" backend-cranelift/scripts/ort_bench.py "$model" 2 7 1
-    done
-    rm -rf "$dir"
+    "$PYTHON" scripts/peer_bench.py --kiln "$kiln" --threads 2 --rounds 2 --models resnet18
 fi
 uptime

@@ -8,15 +8,15 @@ use kiln::{BenchmarkOptions, Clock, DebugExecutor, Target, TargetKind};
 use serde::Serialize;
 
 use crate::compile::{bind_inputs, compiling_targets, prepare};
-use crate::model::Shapes;
+use crate::model::Loading;
 use crate::progress::{self, Progress};
 
 /// Arguments of `kiln bench`.
 pub struct BenchArgs {
     /// `zoo:NAME`, a text IR file, an ONNX file or an exported module.
     pub model: String,
-    /// `--shape` overrides of ONNX input shapes.
-    pub shapes: Shapes,
+    /// `--shape` overrides of ONNX input shapes and the `--params` file.
+    pub loading: Loading,
     /// The `--target` text (needed for models; an exported module runs on the target
     /// recorded in it).
     pub target: Option<String>,
@@ -64,7 +64,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     }
     let prepared = prepare(
         &args.model,
-        &args.shapes,
+        &args.loading,
         args.target.as_deref(),
         None,
         args.opt_level,
@@ -130,8 +130,8 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
 pub struct ProfileArgs {
     /// `zoo:NAME`, a text IR file, an ONNX file or an exported module.
     pub model: String,
-    /// `--shape` overrides of ONNX input shapes.
-    pub shapes: Shapes,
+    /// `--shape` overrides of ONNX input shapes and the `--params` file.
+    pub loading: Loading,
     /// The `--target` text (needed for models; an exported module runs on the target
     /// recorded in it).
     pub target: Option<String>,
@@ -161,7 +161,7 @@ pub fn profile(args: &ProfileArgs) -> Result<()> {
     }
     let prepared = prepare(
         &args.model,
-        &args.shapes,
+        &args.loading,
         args.target.as_deref(),
         None,
         args.opt_level,

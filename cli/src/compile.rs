@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use kiln::{CompiledModule, GraphExecutor, NDArray, Registry, Resolved, TargetKind};
 
-use crate::model::{self, Shapes, Source};
+use crate::model::{self, Loading, Source};
 use crate::progress;
 use crate::units::human_us;
 
@@ -40,6 +40,11 @@ pub struct Prepared {
     pub compile_ms: f64,
     /// Whether the module came from an exported file.
     pub loaded: bool,
+    /// For a model: the parameters of `@main` the params left unbound (graph inputs),
+    /// and whether any params were bound at all.
+    pub unbound: Vec<String>,
+    /// Whether the model came with params (its own or `--params`).
+    pub had_params: bool,
 }
 
 impl Prepared {
@@ -58,21 +63,52 @@ impl Prepared {
             human_us(self.compile_ms * 1e3),
         )
     }
+
+    /// A model built without any params although `@main` has several parameters (a
+    /// text IR model without `--params`): a note that names them, since its weights are
+    /// graph inputs now. `None` otherwise.
+    pub fn unbound_note(&self) -> Option<String> {
+        if self.loaded || self.had_params || self.unbound.len() < 2 {
+            return None;
+        }
+        Some(format!(
+            "note: no params were bound, so all {} parameters of @main are graph inputs ({}); \
+             weights among them are set like inputs (random unless given by --input) — \
+             bind them with --params FILE.params",
+            self.unbound.len(),
+            list_names(&self.unbound, 8)
+        ))
+    }
+}
+
+/// Up to `max` names joined by commas, then `and N more`.
+pub fn list_names(names: &[String], max: usize) -> String {
+    let shown = names
+        .iter()
+        .take(max)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    match names.len().saturating_sub(max) {
+        0 => shown,
+        rest => format!("{shown} and {rest} more"),
+    }
 }
 
 /// Builds MODEL for `target` (`default_target` when none is given, or an error listing
 /// the targets), or loads FILE, an exported module, for the target recorded in it (a
-/// `target` given must name that kind). `shapes` fixes the input shapes of an ONNX model;
+/// `target` given must name that kind). `loading` fixes the input shapes of an ONNX model
+/// and names a params file;
 /// `opt_level` applies to models only: an exported file was optimized when it was
 /// compiled.
 pub fn prepare(
     spec: &str,
-    shapes: &Shapes,
+    loading: &Loading,
     target: Option<&str>,
     default_target: Option<&str>,
     opt_level: Option<u8>,
 ) -> Result<Prepared> {
-    match model::open(spec, shapes)? {
+    match model::open(spec, loading)? {
         Source::Model(model) => {
             let Some(text) = target.or(default_target) else {
                 bail!(
@@ -110,6 +146,8 @@ pub fn prepare(
                 module,
                 compile_ms: start.elapsed().as_secs_f64() * 1e3,
                 loaded: true,
+                unbound: Vec::new(),
+                had_params: true,
             })
         }
     }
@@ -140,11 +178,17 @@ fn build_model(
         },
     )
     .with_context(|| format!("cannot build {spec} for {}", resolved.target))?;
-    Ok(Prepared {
+    let prepared = Prepared {
         module: built.module,
         compile_ms: start.elapsed().as_secs_f64() * 1e3,
         loaded: false,
-    })
+        unbound: built.unbound,
+        had_params: !model.params.is_empty(),
+    };
+    if let Some(note) = prepared.unbound_note() {
+        eprintln!("{note}");
+    }
+    Ok(prepared)
 }
 
 /// Sets the inputs of `exec`: each `NAME=FILE.npy` in `specs` from its file, every other
@@ -195,8 +239,8 @@ pub fn bind_inputs(
 pub struct CompileArgs {
     /// `zoo:NAME`, a text IR file or an ONNX file.
     pub model: String,
-    /// `--shape` overrides of ONNX input shapes.
-    pub shapes: Shapes,
+    /// `--shape` overrides of ONNX input shapes and the `--params` file.
+    pub loading: Loading,
     /// The `--target` text.
     pub target: String,
     /// Where to write the exported module.
@@ -217,7 +261,7 @@ pub fn compile(args: &CompileArgs) -> Result<()> {
             compiling_targets()
         );
     }
-    let Source::Model(model) = model::open(&args.model, &args.shapes)? else {
+    let Source::Model(model) = model::open(&args.model, &args.loading)? else {
         bail!(
             "`{}` is already an exported module; compile takes a model (zoo:NAME, a text \
              IR file or an ONNX file)",
@@ -266,6 +310,14 @@ pub fn compile(args: &CompileArgs) -> Result<()> {
             report.intermediate_planned_bytes,
             report.intermediate_naive_bytes
         ),
+    );
+    println!(
+        "graph inputs (set before each run): {}",
+        if prepared.unbound.is_empty() {
+            "none".to_string()
+        } else {
+            list_names(&prepared.unbound, 16)
+        }
     );
     println!("wrote {} ({} bytes)", args.output.display(), bytes.len());
     Ok(())

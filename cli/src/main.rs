@@ -76,13 +76,17 @@ struct InputArgs {
     seed: u64,
 }
 
-/// Input shapes of an ONNX model.
+/// How a model is loaded: input shapes of an ONNX model, a params file.
 #[derive(Args, Debug)]
 struct ShapeArgs {
     /// Fix the shape of an ONNX model's input: `NAME=1,3,224,224` (repeatable; needed
     /// for every input with a dynamic dimension).
     #[arg(long = "shape", value_name = "NAME=DIMS")]
     shapes: Vec<String>,
+    /// Bind weights from a params file (TVM's format, as `relay.save_param_dict` writes
+    /// it) to @main's parameters by name. A parameter left unbound is a graph input.
+    #[arg(long, value_name = "FILE.params")]
+    params: Option<std::path::PathBuf>,
 }
 
 /// The graph-level optimization level (0..=3, Relay's levels); for models only, not
@@ -353,7 +357,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             opt_level,
         } => model::inspect(
             &model,
-            &model::parse_shapes(&shape.shapes)?,
+            &model::Loading::parse(&shape.shapes, shape.params)?,
             &model::InspectArgs {
                 types,
                 emit,
@@ -369,7 +373,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             opt_level,
         } => compile::compile(&compile::CompileArgs {
             model,
-            shapes: model::parse_shapes(&shape.shapes)?,
+            loading: model::Loading::parse(&shape.shapes, shape.params)?,
             target,
             output,
             opt_level,
@@ -384,7 +388,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             check,
         } => run::run(&run::RunArgs {
             model,
-            shapes: model::parse_shapes(&shape.shapes)?,
+            loading: model::Loading::parse(&shape.shapes, shape.params)?,
             target,
             inputs: inputs.inputs,
             output,
@@ -405,7 +409,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             json,
         } => bench::bench(&bench::BenchArgs {
             model,
-            shapes: model::parse_shapes(&shape.shapes)?,
+            loading: model::Loading::parse(&shape.shapes, shape.params)?,
             target,
             inputs: inputs.inputs,
             seed: inputs.seed,
@@ -426,7 +430,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             number,
         } => graph::graph(&graph::GraphArgs {
             model,
-            shapes: model::parse_shapes(&shape.shapes)?,
+            loading: model::Loading::parse(&shape.shapes, shape.params)?,
             opt_level,
             target,
             profile,
@@ -443,7 +447,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
             dump_dir,
         } => bench::profile(&bench::ProfileArgs {
             model,
-            shapes: model::parse_shapes(&shape.shapes)?,
+            loading: model::Loading::parse(&shape.shapes, shape.params)?,
             target,
             inputs: inputs.inputs,
             seed: inputs.seed,

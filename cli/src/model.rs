@@ -22,9 +22,30 @@ use crate::progress;
 /// Input shapes fixed by `--shape NAME=DIMS`, by input name.
 pub type Shapes = kiln::Shapes;
 
+/// How a MODEL argument is loaded: `--shape` overrides of ONNX input shapes, and
+/// `--params`, a file of weights in TVM's params format (`tvm.relay.save_param_dict`,
+/// `kiln::save_params`) bound to `@main`'s parameters by name, over the model's own.
+#[derive(Clone, Debug, Default)]
+pub struct Loading {
+    /// `--shape` overrides.
+    pub shapes: Shapes,
+    /// `--params FILE`.
+    pub params: Option<PathBuf>,
+}
+
+impl Loading {
+    /// Parses the `--shape` values and takes the `--params` path.
+    pub fn parse(shapes: &[String], params: Option<PathBuf>) -> Result<Loading> {
+        Ok(Loading {
+            shapes: parse_shapes(shapes)?,
+            params,
+        })
+    }
+}
+
 /// Parses `--shape` values (`NAME=1,3,224,224`; `NAME=` is a scalar). A name given twice
 /// is an error.
-pub fn parse_shapes(specs: &[String]) -> Result<Shapes> {
+fn parse_shapes(specs: &[String]) -> Result<Shapes> {
     let mut shapes = Shapes::new();
     for spec in specs {
         let (name, dims) = spec
@@ -74,12 +95,18 @@ fn has_module_magic(path: &Path) -> Result<bool> {
 }
 
 /// Opens a MODEL|FILE argument: `zoo:NAME`, an exported module (recognised by its magic
-/// bytes), an ONNX file or a text IR file. `shapes` fixes ONNX input shapes.
-pub fn open(spec: &str, shapes: &Shapes) -> Result<Source> {
+/// bytes), an ONNX file or a text IR file, as `loading` says.
+pub fn open(spec: &str, loading: &Loading) -> Result<Source> {
     if !spec.starts_with("zoo:") {
         let path = Path::new(spec);
         if path.is_file() && has_module_magic(path)? {
-            if !shapes.is_empty() {
+            if loading.params.is_some() {
+                bail!(
+                    "--params binds the weights of a model; `{spec}` is a module exported \
+                     by `kiln compile`, which carries the params it was compiled with"
+                );
+            }
+            if !loading.shapes.is_empty() {
                 bail!(
                     "--shape fixes the input shapes of ONNX models; `{spec}` is a module \
                      exported by `kiln compile`, whose shapes were fixed when it was compiled"
@@ -88,12 +115,39 @@ pub fn open(spec: &str, shapes: &Shapes) -> Result<Source> {
             return Ok(Source::Exported(path.to_path_buf()));
         }
     }
-    Ok(Source::Model(Box::new(load(spec, shapes)?)))
+    Ok(Source::Model(Box::new(load(spec, loading)?)))
 }
 
 /// Loads `zoo:NAME`, imports an ONNX file or parses a text IR file, then verifies it
-/// (`kiln::load`); a dynamic ONNX input gets a hint to fix it with `--shape`.
-pub fn load(spec: &str, shapes: &Shapes) -> Result<Model> {
+/// (`kiln::load`), and binds the `--params` file over its params; a dynamic ONNX input
+/// gets a hint to fix it with `--shape`.
+pub fn load(spec: &str, loading: &Loading) -> Result<Model> {
+    let mut model = load_model(spec, &loading.shapes)?;
+    if let Some(path) = &loading.params {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read `{}`", path.display()))?;
+        let params =
+            kiln::load_params(&bytes).with_context(|| format!("--params `{}`", path.display()))?;
+        let main = model.module.main()?;
+        let names: Vec<&str> = main
+            .params
+            .iter()
+            .filter_map(|&p| model.module.var_name(p))
+            .collect();
+        if let Some(name) = params.keys().find(|n| !names.contains(&n.as_str())) {
+            bail!(
+                "--params `{}`: `{name}` is no parameter of {spec}'s @main (its parameters: {})",
+                path.display(),
+                names.join(", ")
+            );
+        }
+        model.params.extend(params);
+    }
+    Ok(model)
+}
+
+/// [`load`] without `--params`.
+fn load_model(spec: &str, shapes: &Shapes) -> Result<Model> {
     progress::step(format!("loading {spec}"), || kiln::load(spec, shapes)).map_err(|e| match &e {
         kiln::Error::Onnx(onnx)
             if matches!(onnx.root(), OnnxError::InvalidModel(m) if m.contains("dynamic")) =>
@@ -136,7 +190,7 @@ pub struct InspectArgs {
 /// `--emit loop` lowers under the schedule kind of the backend the registry names for
 /// `T`; a built-in kind without a backend yet (`cuda`, `vulkan`) shows the default
 /// schedules for its kind.
-pub fn inspect(spec: &str, shapes: &Shapes, args: &InspectArgs) -> Result<()> {
+pub fn inspect(spec: &str, loading: &Loading, args: &InspectArgs) -> Result<()> {
     let opts = PrintOptions {
         types: args.types,
         ..PrintOptions::default()
@@ -149,11 +203,11 @@ pub fn inspect(spec: &str, shapes: &Shapes, args: &InspectArgs) -> Result<()> {
                     "--opt-level applies to --emit opt and --emit loop; --emit graph prints the model as loaded"
                 );
             }
-            let model = load(spec, shapes)?;
+            let model = load(spec, loading)?;
             print!("{}", print_module(&model.module, &opts));
         }
         "opt" => {
-            let model = load(spec, shapes)?;
+            let model = load(spec, loading)?;
             let opt = optimize(spec, &model, opt_level)?;
             print!("{}", print_module(&opt.module, &opts));
             println!(
@@ -179,7 +233,7 @@ pub fn inspect(spec: &str, shapes: &Shapes, args: &InspectArgs) -> Result<()> {
                 Err(_) if !matches!(target.kind(), TargetKind::Custom(_)) => schedule_kind(&target),
                 Err(e) => return Err(e),
             };
-            let model = load(spec, shapes)?;
+            let model = load(spec, loading)?;
             let opt = optimize(spec, &model, opt_level)?;
             let kernels = progress::step(format!("lowering {spec} for {target}"), || {
                 kernels_of(&opt.module, schedule)

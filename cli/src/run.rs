@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use kiln::{NDArray, TargetKind};
 
 use crate::compile::{bind_inputs, prepare};
-use crate::model::{self, Shapes, Source};
+use crate::model::{self, Loading, Source};
 use crate::progress::{self, Progress};
 use crate::units::human_duration;
 
@@ -24,8 +24,8 @@ pub const CHECK_ATOL: f64 = 1e-4;
 pub struct RunArgs {
     /// `zoo:NAME`, a text IR file, an ONNX file or an exported module.
     pub model: String,
-    /// `--shape` overrides of ONNX input shapes.
-    pub shapes: Shapes,
+    /// `--shape` overrides of ONNX input shapes and the `--params` file.
+    pub loading: Loading,
     /// The `--target` text, if given (models default to `ref`; an exported module runs
     /// on the target recorded in it).
     pub target: Option<String>,
@@ -45,7 +45,7 @@ pub struct RunArgs {
 pub fn run(args: &RunArgs) -> Result<()> {
     let prepared = prepare(
         &args.model,
-        &args.shapes,
+        &args.loading,
         args.target.as_deref(),
         Some("ref"),
         args.opt_level,
@@ -90,14 +90,20 @@ pub fn run(args: &RunArgs) -> Result<()> {
 /// `--check`: runs the model on `ref` (the graph-IR reference interpreter) with the same
 /// inputs and prints the largest absolute difference; above [`CHECK_ATOL`] is an error.
 fn check(args: &RunArgs, outputs: &[NDArray]) -> Result<()> {
-    if let Source::Exported(_) = model::open(&args.model, &args.shapes)? {
+    if let Source::Exported(_) = model::open(&args.model, &args.loading)? {
         bail!(
             "--check runs the model on `ref`, and `{}` is an exported module (no graph IR \
              left to interpret); check the model it was compiled from",
             args.model
         );
     }
-    let reference = prepare(&args.model, &args.shapes, Some("ref"), None, args.opt_level)?;
+    let reference = prepare(
+        &args.model,
+        &args.loading,
+        Some("ref"),
+        None,
+        args.opt_level,
+    )?;
     let mut exec = reference.module.create_executor()?;
     bind_inputs(&mut exec, &reference.module, &args.inputs, args.seed)?;
     progress::step("running on ref to check", || exec.run())?;

@@ -273,3 +273,55 @@ fn inspect_opt_prints_the_optimized_graph_and_the_pass_report() {
     let o = kiln(&["inspect", "zoo:mlp", "--opt-level", "1"]);
     assert_clear_error(&o, &["--opt-level applies to --emit opt"]);
 }
+
+/// A text IR model without params: the build names every parameter it leaves unbound;
+/// `--params` binds the weights (TVM's params format) and then runs exactly as the zoo
+/// model with its own weights; a params file naming no parameter of @main is an error.
+#[test]
+fn params_file_binds_the_weights_of_a_text_model() {
+    let text = tmp("mlp.relay");
+    std::fs::write(&text, kiln_ok(&["inspect", "zoo:mlp"])).unwrap();
+    let bare = kiln(&["run", s(&text), "--target", "cpu"]);
+    assert!(bare.status.success(), "{}", stderr(&bare));
+    let note = stderr(&bare);
+    assert!(
+        note.contains("all 7 parameters of @main are graph inputs")
+            && note.contains("data, fc1_weight, fc1_bias")
+            && note.contains("--params"),
+        "{note}"
+    );
+
+    let (_, weights) = kiln_ir::zoo::by_name("mlp").unwrap();
+    let params = tmp("mlp.params");
+    std::fs::write(&params, kiln::save_params(&weights)).unwrap();
+    let bound = kiln(&["run", s(&text), "--target", "cpu", "--params", s(&params)]);
+    assert!(bound.status.success(), "{}", stderr(&bound));
+    assert!(!stderr(&bound).contains("note:"), "{}", stderr(&bound));
+    let zoo = kiln_ok(&["run", "zoo:mlp", "--target", "cpu"]);
+    let first = |t: &str| t.lines().next().unwrap_or_default().to_string();
+    assert_eq!(first(&stdout(&bound)), first(&zoo));
+    let compiled = kiln_ok(&[
+        "compile",
+        s(&text),
+        "--target",
+        "cpu",
+        "--params",
+        s(&params),
+        "-o",
+        s(&tmp("mlp.kmod")),
+    ]);
+    assert!(
+        compiled.contains("graph inputs (set before each run): data\n"),
+        "{compiled}"
+    );
+
+    let mut stray = weights.clone();
+    stray.insert(
+        "fc9_weight".into(),
+        kiln::NDArray::zeros(vec![1], kiln::DType::F32),
+    );
+    let bad = tmp("stray.params");
+    std::fs::write(&bad, kiln::save_params(&stray)).unwrap();
+    let o = kiln(&["run", s(&text), "--params", s(&bad)]);
+    assert_clear_error(&o, &["fc9_weight", "no parameter", "fc1_weight"]);
+}

@@ -30,8 +30,9 @@ use crate::registry::Registry;
 ///
 /// A name in `params` that is no parameter of `@main` is an error; a parameter of
 /// `@main` that `params` does not name stays a graph input, to be set before each run
-/// (the executor's `run` refuses while one is unset, naming it — so a weight missing
-/// from `params` is named there).
+/// (the executor's `run` refuses while one is unset, naming it). [`Registry::build`]
+/// returns a [`Built`] whose [`Built::unbound`] names those parameters right away — the
+/// place to see a weight missing from `params`.
 pub fn build(
     module: &Module,
     target: &str,
@@ -51,12 +52,21 @@ pub struct Built {
     pub module: CompiledModule,
     /// What each pass did.
     pub report: PassReport,
+    /// The parameters of `@main` that the params left unbound, in `@main`'s order: the
+    /// graph inputs, set before each run. A weight missing from the params is named here.
+    pub unbound: Vec<String>,
 }
 
 impl Built {
     /// What the graph optimizer did, pass by pass.
     pub fn pass_report(&self) -> &PassReport {
         &self.report
+    }
+
+    /// The parameters of `@main` that the params left unbound: the graph inputs (see
+    /// [`Built::unbound`]).
+    pub fn unbound_params(&self) -> &[String] {
+        &self.unbound
     }
 }
 
@@ -84,6 +94,7 @@ pub fn build_on(
     }
     let mut log = BuildLog::default();
     let opt = optimize_steps(module, params, &opts.into(), &mut log)?;
+    let unbound = unbound_params(module, params)?;
     let module = match backend {
         Some(backend) => assemble(&opt.module, opt.params, target, backend, log)?,
         None => assemble_reference(opt.module, opt.params, target, log)?,
@@ -91,7 +102,20 @@ pub fn build_on(
     Ok(Built {
         module,
         report: opt.report,
+        unbound,
     })
+}
+
+/// The names of `@main`'s parameters that `params` does not bind, in order.
+fn unbound_params(module: &Module, params: &Params) -> Result<Vec<String>> {
+    let main = module.main()?;
+    Ok(main
+        .params
+        .iter()
+        .filter_map(|&p| module.var_name(p))
+        .filter(|name| !params.contains_key(*name))
+        .map(str::to_string)
+        .collect())
 }
 
 /// The graph-level half of a build: the optimized module, its params, the pass report.

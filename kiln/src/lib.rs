@@ -80,7 +80,7 @@ pub use registry::{Registry, Resolved};
 pub use kiln_executor::backend::{CallTimes, Clock, DeviceBuffer, KernelLibrary};
 pub use kiln_executor::{
     Backend, BenchmarkOptions, BenchmarkResult, CompiledModule, DebugExecutor, GraphExecutor,
-    OptionValue, Params, Target, TargetKind, TargetOption, Unsupported,
+    OptionValue, Params, Target, TargetKind, TargetOption, Unsupported, load_params, save_params,
 };
 pub use kiln_ir::{DType, Module, NDArray, Type, op};
 pub use kiln_rewrite::{PassContext, PassReport};

@@ -149,6 +149,18 @@ fn executor_api_and_error_paths() {
             && e.contains("missing from the params"),
         "{e}"
     );
+    // The build itself names the parameters the params leave unbound, in @main's order.
+    let mut partial = params.clone();
+    partial.remove("fc2_bias");
+    let built = Registry::builtin()
+        .build(&m, "interp", &partial, 0)
+        .unwrap();
+    assert_eq!(built.unbound_params(), ["data", "fc2_bias"]);
+    let built = Registry::builtin()
+        .build(&m, "interp", &BTreeMap::new(), 0)
+        .unwrap();
+    assert_eq!(built.unbound.len(), 7, "{:?}", built.unbound);
+    assert_eq!(built.unbound[..3], ["data", "fc1_weight", "fc1_bias"]);
     ex.set_input(0, &data).unwrap();
     assert_eq!(ex.get_input(0).unwrap(), data);
     assert_eq!(ex.get_input("data").unwrap(), data);

@@ -53,6 +53,18 @@ pub fn run_on(
     seed: u64,
     max_nodes: usize,
 ) -> Result<Matrix, String> {
+    run_observed(backends, cases, seed, max_nodes, &mut |_, _| {})
+}
+
+/// [`run_on`], calling `observe(done, cases)` after each generated case (for a progress
+/// display; the matrix does not depend on it).
+pub fn run_observed(
+    backends: Vec<ExecBackend>,
+    cases: usize,
+    seed: u64,
+    max_nodes: usize,
+    observe: &mut dyn FnMut(usize, usize),
+) -> Result<Matrix, String> {
     let mut runner = TestRunner::new(Config {
         rng_seed: RngSeed::Fixed(seed),
         failure_persistence: None,
@@ -67,7 +79,8 @@ pub fn run_on(
     };
     mx.backends = backends;
     let mut first_failure: BTreeMap<(usize, u8), String> = BTreeMap::new();
-    for _ in 0..cases {
+    for done in 0..cases {
+        observe(done, cases);
         let spec = strategy
             .new_tree(&mut runner)
             .map_err(|e| format!("generator: {e}"))?
@@ -98,6 +111,7 @@ pub fn run_on(
             }
         }
     }
+    observe(cases, cases);
     mx.failures = first_failure.into_values().collect();
     Ok(mx)
 }

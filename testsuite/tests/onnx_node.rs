@@ -25,9 +25,10 @@
 //!
 //! Either way the run must meet the ONNX issue's acceptance: at least [`MIN_PASSING`]
 //! cases pass on both the reference interpreter and `cpu`, and every op of [`ISSUE_OPS`]
-//! has a node test of its own (a model made of that op only) that passes on both; and
-//! the SPIR-V issue's: when `vulkan` runs, at least [`MIN_VULKAN_SHARE`] of the cases
-//! passing on `cpu` pass on `vulkan`.
+//! and [`COVERAGE_OPS`] has a node test of its own (a model made of that op only) that
+//! passes on both; and the SPIR-V issue's: when `vulkan` runs, at least
+//! [`MIN_VULKAN_SHARE`] of the cases passing on `cpu` pass on `vulkan` (printed, not yet
+//! asserted).
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -41,8 +42,9 @@ use kiln_testsuite::suite::ExecBackend;
 
 const MANIFEST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/onnx_node_manifest.txt");
 
-/// The fewest cases that must pass on both the reference interpreter and `cpu`.
-const MIN_PASSING: usize = 400;
+/// The fewest cases that must pass on both the reference interpreter and `cpu` (the
+/// ONNX-coverage issue's acceptance).
+const MIN_PASSING: usize = 1700;
 
 /// The least share of the cases passing on `cpu` that must pass on `vulkan`.
 const MIN_VULKAN_SHARE: f64 = 0.95;
@@ -119,6 +121,40 @@ const ISSUE_OPS: &[&str] = &[
     "ArgMax",
 ];
 
+/// The ops the ONNX-coverage issue names (models exported today: trig, detection,
+/// einsum, control flow, bit and quantized ops); each needs a passing single-op node
+/// test too. `If` and `Loop` are not here: ONNX's single-op cases of both take their
+/// course from run-time data, which kiln refuses by design (they pass inside the
+/// expanded-function cases, e.g. `Range`'s, and in `frontend-onnx/tests/control_flow.rs`).
+const COVERAGE_OPS: &[&str] = &[
+    "Sin",
+    "Cos",
+    "Tan",
+    "Asin",
+    "Acos",
+    "Atan",
+    "Sinh",
+    "Cosh",
+    "Asinh",
+    "Acosh",
+    "Atanh",
+    "TopK",
+    "ArgMin",
+    "Unique",
+    "NonMaxSuppression",
+    "RoiAlign",
+    "GridSample",
+    "Einsum",
+    "Scan",
+    "BitShift",
+    "BitCast",
+    "QLinearMatMul",
+    "QLinearConv",
+    "MatMulInteger",
+    "ConvInteger",
+    "DynamicQuantizeLinear",
+];
+
 /// The op types of the nodes of `dir/model.onnx`'s graph (empty if it does not read).
 fn model_ops(dir: &Path) -> Vec<String> {
     let Ok(bytes) = std::fs::read(dir.join("model.onnx")) else {
@@ -151,20 +187,24 @@ fn check_acceptance(dir: &Path, results: &[(String, CaseResult)]) {
         let ops = model_ops(&dir.join(name));
         if let Some(first) = ops.first()
             && ops.iter().all(|o| o == first)
-            && let Some(&op) = ISSUE_OPS.iter().find(|&&op| op == first)
+            && let Some(&op) = ISSUE_OPS
+                .iter()
+                .chain(COVERAGE_OPS)
+                .find(|&&op| op == first)
         {
             covered.entry(op).or_insert(name);
         }
     }
     let missing: Vec<&str> = ISSUE_OPS
         .iter()
+        .chain(COVERAGE_OPS)
         .copied()
         .filter(|op| !covered.contains_key(op))
         .collect();
     println!(
         "issue ops with a passing single-op node test on both backends: {}/{}",
         covered.len(),
-        ISSUE_OPS.len()
+        ISSUE_OPS.len() + COVERAGE_OPS.len()
     );
     assert!(
         missing.is_empty(),

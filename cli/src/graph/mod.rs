@@ -20,7 +20,7 @@ use kiln::DebugExecutor;
 use kiln::layers::te::topi::kernels_of;
 
 use crate::compile::{self, DEFAULT_OPT_LEVEL, bind_inputs, parse_target};
-use crate::model::{self, Shapes};
+use crate::model::{self, Loading};
 use crate::progress;
 
 use scene::{Scene, UnitKind, scene_of};
@@ -29,8 +29,8 @@ use scene::{Scene, UnitKind, scene_of};
 pub struct GraphArgs {
     /// `zoo:NAME`, a text IR file or an ONNX file.
     pub model: String,
-    /// `--shape` overrides of ONNX input shapes.
-    pub shapes: Shapes,
+    /// `--shape` overrides of ONNX input shapes and the `--params` file.
+    pub loading: Loading,
     /// `--opt-level`, if given.
     pub opt_level: Option<u8>,
     /// The `--target` text: the kernels' schedules (loop IR in the HTML page) and where
@@ -73,7 +73,7 @@ pub fn graph(args: &GraphArgs) -> Result<()> {
     let format = format_of(&args.output)?;
     let resolved = parse_target(&args.target)?;
     let opt_level = args.opt_level.unwrap_or(DEFAULT_OPT_LEVEL);
-    let model = model::load(&args.model, &args.shapes)?;
+    let model = model::load(&args.model, &args.loading)?;
     let opt = model::optimize(&args.model, &model, opt_level)?;
     let scene = scene_of(&opt.module, &|name| opt.params.contains_key(name))?;
     let mut scene = scene;
@@ -141,7 +141,7 @@ fn profile(args: &GraphArgs, resolved: &kiln::Resolved, scene: &Scene) -> Result
     }
     let prepared = compile::prepare(
         &args.model,
-        &args.shapes,
+        &args.loading,
         Some(&args.target),
         None,
         args.opt_level,

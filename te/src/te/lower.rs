@@ -788,10 +788,10 @@ impl<'a> Lowerer<'a> {
         }
         let mut operands = vec![];
         for (read, axes) in &gm.reads {
-            match self.expr(read, &env)? {
+            match &mut self.expr(read, &env)? {
                 tir::Expr::Load { buffer, indices } => operands.push(tir::Operand {
-                    buffer,
-                    base: indices,
+                    buffer: *buffer,
+                    base: std::mem::take(indices),
                     axes: *axes,
                 }),
                 _ => return Err(fail("reads a stage without a buffer (inlined)".into())),
