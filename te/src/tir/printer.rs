@@ -299,12 +299,12 @@ impl<'a> Printer<'a> {
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
                 for o in &call.operands {
-                    let axes: Vec<String> = o.axes.iter().map(|a| a.to_string()).collect();
                     args.push(format!(
-                        "{}[{}] axes({})",
+                        "{}[{}] axes({}, {})",
                         self.names.buffer(o.buffer),
                         self.list(&o.base),
-                        axes.join(", ")
+                        o.axes[0],
+                        o.axes[1]
                     ));
                 }
                 let _ = writeln!(
