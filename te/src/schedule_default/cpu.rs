@@ -17,7 +17,7 @@
 //!   conv2d's zero-padded input materialized on the CPU, so the hot loop has no bounds
 //!   checks.)
 //!   Dense, batch-matmul and 1×1 stride-1 conv2d whose anchor matches the gemm
-//!   micro-kernel's declaration instead take [`gemm_tiles`]: tiles of up to 16 (a
+//!   micro-kernel's declaration instead take `gemm_tiles`: tiles of up to 16 (a
 //!   conv2d: 64) by 64 outputs, each computed by one tensorized `microkernel gemm` call.
 //! - **Every other materialized stage** (outputs and intermediates: pooling, softmax,
 //!   reductions, data movement): the innermost data axis is split and vectorized and
