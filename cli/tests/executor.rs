@@ -353,7 +353,10 @@ fn bench_json_has_every_figure() {
         "5",
     ]);
     assert!(o.contains("loaded for interp in"), "{o}");
-    assert!(o.contains("2 repeats of at least 1 runs (host clock): mean "), "{o}");
+    assert!(
+        o.contains("2 repeats of at least 1 runs (host clock): mean "),
+        "{o}"
+    );
     let results = o
         .lines()
         .find(|l| l.starts_with("results (ms per run): "))
