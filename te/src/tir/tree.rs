@@ -25,6 +25,13 @@ use super::visit::deep;
 const EXPR_HOLE: Expr = Expr::Bool(false);
 
 impl Expr {
+    /// Moves the value out, leaving a leaf (`false`) in its place.
+    pub fn take(&mut self) -> Expr {
+        std::mem::replace(self, EXPR_HOLE)
+    }
+}
+
+impl Detach for Expr {
     /// Whether the node has operands.
     fn has_children(&self) -> bool {
         match self {
@@ -32,11 +39,6 @@ impl Expr {
             Expr::Load { indices: xs, .. } | Expr::Call { args: xs, .. } => !xs.is_empty(),
             _ => true,
         }
-    }
-
-    /// Moves the value out, leaving a leaf (`false`) in its place.
-    pub fn take(&mut self) -> Expr {
-        std::mem::replace(self, EXPR_HOLE)
     }
 
     /// Moves the operands that have operands of their own onto `work`, leaving leaves.
@@ -70,17 +72,31 @@ impl Expr {
     }
 }
 
+/// A tree node whose children can be handed to a worklist ([`drop_iteratively`]).
+trait Detach: Sized {
+    /// Whether any child has children of its own.
+    fn has_children(&self) -> bool;
+    /// Moves every child that has children into `work`, leaving a leaf in its place.
+    fn detach_children(&mut self, work: &mut Vec<Self>);
+}
+
+/// The body of `Drop` for a tree: children go to a worklist, one level at a time, so
+/// dropping never recurses more than one level whatever the depth.
+fn drop_iteratively<T: Detach>(node: &mut T) {
+    if !node.has_children() {
+        return;
+    }
+    let mut work = vec![];
+    node.detach_children(&mut work);
+    while let Some(mut n) = work.pop() {
+        n.detach_children(&mut work);
+        // `n` now has only leaf children: dropping it does not recurse further.
+    }
+}
+
 impl Drop for Expr {
     fn drop(&mut self) {
-        if !self.has_children() {
-            return;
-        }
-        let mut work = vec![];
-        self.detach_children(&mut work);
-        while let Some(mut e) = work.pop() {
-            e.detach_children(&mut work);
-            // `e` now has only leaf operands: dropping it does not recurse further.
-        }
+        drop_iteratively(self);
     }
 }
 
@@ -277,6 +293,13 @@ impl fmt::Debug for Expr {
 }
 
 impl Stmt {
+    /// Moves the value out, leaving an empty sequence in its place.
+    pub fn take(&mut self) -> Stmt {
+        std::mem::replace(self, Stmt::Seq(vec![]))
+    }
+}
+
+impl Detach for Stmt {
     /// Whether the node has child statements.
     fn has_children(&self) -> bool {
         match self {
@@ -284,11 +307,6 @@ impl Stmt {
             Stmt::Seq(v) => !v.is_empty(),
             Stmt::Store { .. } | Stmt::Barrier | Stmt::MicroKernel(_) => false,
         }
-    }
-
-    /// Moves the value out, leaving an empty sequence in its place.
-    pub fn take(&mut self) -> Stmt {
-        std::mem::replace(self, Stmt::Seq(vec![]))
     }
 
     /// Moves the child statements onto `work`, leaving empty sequences. (Expressions
@@ -317,14 +335,7 @@ impl Stmt {
 
 impl Drop for Stmt {
     fn drop(&mut self) {
-        if !self.has_children() {
-            return;
-        }
-        let mut work = vec![];
-        self.detach_children(&mut work);
-        while let Some(mut s) = work.pop() {
-            s.detach_children(&mut work);
-        }
+        drop_iteratively(self);
     }
 }
 
