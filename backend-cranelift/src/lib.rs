@@ -39,9 +39,9 @@ mod simd;
 pub mod testing;
 
 /// What code generation did with `vectorized` loops so far in this process: loops run as
-/// f32x4, loops left scalar, f32x4 groups, groups left scalar (unaligned), and guarded
-/// groups shared by an unrolled loop around them (`KILN_SIMD_LOG=1` logs each loop).
-pub fn simd_stats() -> [u64; 5] {
+/// f32x4, loops left scalar, f32x4 groups, and groups left scalar (unaligned)
+/// (`KILN_SIMD_LOG=1` logs each loop).
+pub fn simd_stats() -> [u64; 4] {
     simd::stats::snapshot()
 }
 

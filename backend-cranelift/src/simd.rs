@@ -37,20 +37,10 @@ pub mod stats {
     /// Groups of lanes emitted as scalar code because of an unaligned promoted access.
     pub static SCALAR_GROUPS: AtomicU64 = AtomicU64::new(0);
 
-    /// Groups of lanes of a guarded `vectorized` loop run for every iteration of the
-    /// unrolled loop around it under one guard check (a register-tiled conv2d's hot loop).
-    pub static SHARED_GUARD_GROUPS: AtomicU64 = AtomicU64::new(0);
-
-    /// The five counters, in declaration order.
-    pub fn snapshot() -> [u64; 5] {
-        [
-            &VECTOR_LOOPS,
-            &SCALAR_LOOPS,
-            &VECTOR_GROUPS,
-            &SCALAR_GROUPS,
-            &SHARED_GUARD_GROUPS,
-        ]
-        .map(|c| c.load(Ordering::Relaxed))
+    /// The four counters, in declaration order.
+    pub fn snapshot() -> [u64; 4] {
+        [&VECTOR_LOOPS, &SCALAR_LOOPS, &VECTOR_GROUPS, &SCALAR_GROUPS]
+            .map(|c| c.load(Ordering::Relaxed))
     }
 }
 

@@ -15,8 +15,10 @@ pub struct Features {
     pub float16: bool,
     /// `shaderRoundingModeRTEFloat16`: float16 conversions round to nearest even.
     pub rte16: bool,
-    /// `shaderInt64`: int64 values.
+    /// `shaderInt64`: int64 values (and uint32 values, held zero-extended in int64).
     pub int64: bool,
+    /// `storageBuffer16BitAccess` and `shaderInt16`: int16 and uint16 buffers.
+    pub int16: bool,
     /// `maxComputeWorkGroupSize`.
     pub max_group_size: [u32; 3],
     /// `maxComputeWorkGroupInvocations`.
@@ -38,6 +40,7 @@ impl Features {
         float16: true,
         rte16: true,
         int64: true,
+        int16: true,
         max_group_size: [1024, 1024, 64],
         max_invocations: 1024,
         max_group_count: [u32::MAX, 65535, 65535],

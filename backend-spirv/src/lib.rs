@@ -96,8 +96,13 @@ pub fn spirv_of(kernels: &[PrimFunc]) -> Result<String> {
     let mut out = String::new();
     for k in compile_module(kernels, &Features::ANY)? {
         for (j, l) in k.launches.iter().enumerate() {
+            let folded = if l.launch.folded() {
+                format!(" (a grid of {:?} blocks, folded)", l.launch.blocks)
+            } else {
+                String::new()
+            };
             out.push_str(&format!(
-                "; @{} launch {j}: workgroups {:?}, workgroup size {:?}\n",
+                "; @{} launch {j}: workgroups {:?}{folded}, workgroup size {:?}\n",
                 k.name, l.launch.groups, l.launch.size
             ));
             out.push_str(&disasm::disassemble(&l.words));
@@ -138,7 +143,7 @@ impl Backend for VulkanBackend {
     }
 
     /// The dtypes and intrinsics the SPIR-V codegen does not emit yet (float64,
-    /// bfloat16, int16, uint16/32/64; the trigonometric ops, whose GLSL.std.450
+    /// bfloat16, uint64; the trigonometric ops, whose GLSL.std.450
     /// accuracy is not established), and the dtypes the default device cannot hold,
     /// with the capability it lacks.
     fn unsupported(&self) -> Vec<Unsupported> {
@@ -188,7 +193,12 @@ impl Backend for VulkanBackend {
             &[DType::F16],
             "float16 (shaderFloat16, storageBuffer16BitAccess, RTE rounding)",
         );
-        lacks(f.int64, &[DType::I64], "shaderInt64");
+        lacks(f.int64, &[DType::I64, DType::U32], "shaderInt64");
+        lacks(
+            f.int16,
+            &[DType::I16, DType::U16],
+            "16-bit integer storage (storageBuffer16BitAccess, shaderInt16)",
+        );
         out
     }
 

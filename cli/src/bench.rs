@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use kiln::{BenchmarkOptions, DebugExecutor, Target, TargetKind};
+use kiln::{BenchmarkOptions, Clock, DebugExecutor, Target, TargetKind};
 use serde::Serialize;
 
 use crate::compile::{bind_inputs, compiling_targets, prepare};
@@ -48,6 +48,9 @@ struct BenchReport {
     min_ms: f64,
     max_ms: f64,
     results_ms: Vec<f64>,
+    /// `host`, or `device: HOW` (the device's timer of the kernel calls, e.g. Vulkan
+    /// timestamp queries).
+    clock: String,
 }
 
 /// `kiln bench MODEL|FILE --target T [--repeat N --number N --min-repeat-ms M] [--json]`.
@@ -91,6 +94,10 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         min_ms: ms(result.min),
         max_ms: ms(result.max),
         results_ms: result.results.iter().map(|&s| ms(s)).collect(),
+        clock: match &result.clock {
+            Clock::Host => "host".to_string(),
+            Clock::Device(how) => format!("device: {how}"),
+        },
     };
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
@@ -98,11 +105,12 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     }
     println!("{}: {}", args.model, prepared.summary());
     println!(
-        "{} repeats of at least {} runs{}: mean {:.4} ms, median {:.4} ms, std {:.4} ms, \
+        "{} repeats of at least {} runs{} ({}): mean {:.4} ms, median {:.4} ms, std {:.4} ms, \
          min {:.4} ms, max {:.4} ms",
         args.repeat,
         args.number,
         if args.end_to_end { " (end to end)" } else { "" },
+        result.clock,
         report.mean_ms,
         report.median_ms,
         report.std_ms,
@@ -171,9 +179,10 @@ pub fn profile(args: &ProfileArgs) -> Result<()> {
     )?;
     println!("{}: {}", args.model, prepared.summary());
     println!(
-        "per-node times, mean of {} call{} each:",
+        "per-node times, mean of {} call{} each ({}):",
         args.number,
-        if args.number == 1 { "" } else { "s" }
+        if args.number == 1 { "" } else { "s" },
+        profile.clock
     );
     println!("{profile}");
     if let Some(dir) = &args.dump_dir {

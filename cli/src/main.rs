@@ -211,7 +211,7 @@ enum Command {
         #[arg(long)]
         end_to_end: bool,
         /// Print one JSON object: compile_ms, mean_ms, median_ms, std_ms, min_ms, max_ms,
-        /// results_ms.
+        /// results_ms, clock.
         #[arg(long)]
         json: bool,
     },

@@ -16,7 +16,10 @@
 //!   is shared between tensors by the memory planner); the kernel uses its first bytes.
 //! - **time** ([`KernelLibrary::synchronize`]): calls may be asynchronous; after
 //!   `synchronize` every earlier call has finished, so the host clock around a
-//!   synchronized region is the timer.
+//!   synchronized region is the timer — unless the device measures its own calls
+//!   ([`KernelLibrary::begin_timing`]/[`KernelLibrary::end_timing`]: Vulkan timestamp
+//!   queries; CUDA events could serve the same pair), which `benchmark` and the debug
+//!   executor then prefer.
 //!
 //! Every object is `Send + Sync`: one compiled library serves several executors running
 //! on different threads at once.
@@ -116,6 +119,48 @@ pub trait KernelLibrary: Send + Sync + fmt::Debug {
 
     /// Waits until every earlier call and copy has finished.
     fn synchronize(&self) -> Result<()>;
+
+    /// Starts a timing session on the calling thread: the device measures each kernel
+    /// call the thread makes until [`end_timing`](Self::end_timing). Returns whether the
+    /// device can (by default it cannot, and the host clock is the timer).
+    fn begin_timing(&self) -> bool {
+        false
+    }
+
+    /// Ends the calling thread's timing session: waits for its calls, then returns the
+    /// device time of each call made since [`begin_timing`](Self::begin_timing), in call
+    /// order. `None` without a session.
+    fn end_timing(&self) -> Result<Option<CallTimes>> {
+        Ok(None)
+    }
+}
+
+/// Device-measured durations of kernel calls (from [`KernelLibrary::end_timing`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallTimes {
+    /// What measured them, for reports (`Vulkan timestamp queries on llvmpipe`).
+    pub clock: String,
+    /// One `(kernel index, seconds)` per call, in call order.
+    pub calls: Vec<(usize, f64)>,
+}
+
+/// Which clock a reported time comes from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Clock {
+    /// The host's clock around synchronized calls (launch and wait overheads included).
+    #[default]
+    Host,
+    /// The device's own measurement of its kernel calls ([`CallTimes::clock`] says how).
+    Device(String),
+}
+
+impl fmt::Display for Clock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Clock::Host => write!(f, "host clock"),
+            Clock::Device(how) => write!(f, "device clock ({how})"),
+        }
+    }
 }
 
 /// Memory on a library's device. Backends downcast through [`DeviceBuffer::as_any`] to

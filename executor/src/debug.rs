@@ -3,7 +3,7 @@
 //! output can be read ([`DebugExecutor::debug_get_output`]) or dumped to `.npy`
 //! ([`DebugExecutor::dump_outputs`]), and each kernel call can be timed alone
 //! ([`DebugExecutor::profile`], a table of node index, kernel, time in µs, share,
-//! shape).
+//! shape; by the device's timer where the library offers one, else the host clock).
 //!
 //! Everything else (inputs, params, outputs) is the wrapped [`GraphExecutor`]'s API,
 //! reached through `Deref`.
@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use kiln_ir::NDArray;
 
+use crate::backend::Clock;
 use crate::error::{Error, Result};
 use crate::executor::GraphExecutor;
 use crate::graph_json::GraphJson;
@@ -53,6 +54,8 @@ pub struct Profile {
     pub rows: Vec<ProfileRow>,
     /// The sum of the rows' times, in microseconds.
     pub total_us: f64,
+    /// What measured the times: the device's timer, or the host clock.
+    pub clock: Clock,
 }
 
 /// One column per fact: the node's index in the graph JSON, its name only where some
@@ -135,20 +138,43 @@ impl DebugExecutor {
     }
 
     /// Runs every kernel call `number` times in turn (after one untimed run of the whole
-    /// graph) and reports each one's mean time.
+    /// graph) and reports each one's mean time: the device's measurement of the calls
+    /// where the library offers one ([`crate::KernelLibrary::begin_timing`]), else the
+    /// host clock around them.
     pub fn profile(&mut self, number: usize) -> Result<Profile> {
         let number = number.max(1);
         self.exec.run()?;
         self.exec.synchronize()?;
         let calls = self.exec.layout().calls.clone();
+        let library = self.exec.library();
+        let mut clock = Clock::Host;
         let mut rows = Vec::with_capacity(calls.len());
         for (c, call) in calls.iter().enumerate() {
+            let timing = library.as_ref().is_some_and(|l| l.begin_timing());
             let t = Instant::now();
             for _ in 0..number {
                 self.exec.run_call(c)?;
             }
             self.exec.synchronize()?;
-            let time_us = t.elapsed().as_secs_f64() * 1e6 / number as f64;
+            let host_us = t.elapsed().as_secs_f64() * 1e6 / number as f64;
+            let device = match (&library, timing) {
+                (Some(l), true) => l.end_timing()?,
+                _ => None,
+            };
+            let time_us = match device {
+                Some(times) => {
+                    if times.calls.len() != number {
+                        return Err(Error::Internal(format!(
+                            "the device timed {} call(s) of node {}, {number} were made",
+                            times.calls.len(),
+                            call.node
+                        )));
+                    }
+                    clock = Clock::Device(times.clock);
+                    times.calls.iter().map(|(_, s)| s).sum::<f64>() * 1e6 / number as f64
+                }
+                None => host_us,
+            };
             let node = &self.graph.nodes[call.node];
             let first = self.graph.node_row_ptr[call.node] as usize;
             let last = self.graph.node_row_ptr[call.node + 1] as usize;
@@ -171,7 +197,11 @@ impl DebugExecutor {
                 0.0
             };
         }
-        Ok(Profile { rows, total_us })
+        Ok(Profile {
+            rows,
+            total_us,
+            clock,
+        })
     }
 
     /// Output `index` of node `node` after the last run.
@@ -263,6 +293,7 @@ mod tests {
                 row(12, "fused_relu", "fused_relu", 1.0),
             ],
             total_us: 4.0,
+            clock: Clock::Host,
         };
         let text = profile.to_string();
         let lines: Vec<&str> = text.lines().collect();
@@ -281,6 +312,7 @@ mod tests {
         let profile = Profile {
             rows: vec![row(3, "dense_a", "fused_dense", 4.0)],
             total_us: 4.0,
+            clock: Clock::Host,
         };
         let text = profile.to_string();
         assert_eq!(

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use kiln_ir::{DType, Module, NDArray};
 
-use crate::backend::{DeviceBuffer, KernelLibrary};
+use crate::backend::{Clock, DeviceBuffer, KernelLibrary};
 use crate::error::{Error, Result};
 use crate::module::{CompiledModule, Program};
 use crate::params::load_params;
@@ -443,6 +443,14 @@ impl GraphExecutor {
         )))
     }
 
+    /// The kernel library the calls run on (`None` for a `ref` module).
+    pub(crate) fn library(&self) -> Option<Arc<dyn KernelLibrary>> {
+        match &self.state {
+            State::Device { library, .. } => Some(library.clone()),
+            State::Reference { .. } => None,
+        }
+    }
+
     /// Runs kernel call `call` alone (the debug executor's unit).
     pub(crate) fn run_call(&self, call: usize) -> Result<()> {
         match &self.state {
@@ -671,18 +679,30 @@ impl GraphExecutor {
         // One untimed run first, so one-time costs stay out of the figures.
         self.step(opts.end_to_end)?;
         self.synchronize()?;
+        // The device's own timer where it has one, for kernel time alone; end to end
+        // includes the copies, which only the host clock sees.
+        let library = match &self.state {
+            State::Device { library, .. } if !opts.end_to_end => Some(library.clone()),
+            _ => None,
+        };
+        let mut clock = Clock::Host;
         let mut results = Vec::with_capacity(opts.repeat);
         for r in 0..opts.repeat {
-            let elapsed = loop {
+            let (elapsed, device) = loop {
+                let timing = library.as_ref().is_some_and(|l| l.begin_timing());
                 let t = Instant::now();
                 for _ in 0..number {
                     self.step(opts.end_to_end)?;
                 }
                 self.synchronize()?;
                 let elapsed = t.elapsed();
+                let device = match (&library, timing) {
+                    (Some(l), true) => l.end_timing()?,
+                    _ => None,
+                };
                 let ms = elapsed.as_secs_f64() * 1e3;
                 if ms >= opts.min_repeat_ms || opts.min_repeat_ms <= 0.0 {
-                    break elapsed;
+                    break (elapsed, device);
                 }
                 // Like TVM: grow `number` towards min_repeat_ms, at least by the golden ratio.
                 let per = (ms / number as f64).max(1e-6);
@@ -691,7 +711,14 @@ impl GraphExecutor {
                     .max((number as f64 * 1.618).ceil() as usize)
                     .max(number + 1);
             };
-            results.push(elapsed.as_secs_f64() / number as f64);
+            let seconds = match device {
+                Some(times) => {
+                    clock = Clock::Device(times.clock);
+                    times.calls.iter().map(|(_, s)| s).sum::<f64>()
+                }
+                None => elapsed.as_secs_f64(),
+            };
+            results.push(seconds / number as f64);
             on_measurement(r + 1);
             if opts.cooldown_interval_ms > 0
                 && opts.repeats_to_cooldown > 0
@@ -700,7 +727,10 @@ impl GraphExecutor {
                 std::thread::sleep(Duration::from_millis(opts.cooldown_interval_ms));
             }
         }
-        Ok(BenchmarkResult::new(results))
+        Ok(BenchmarkResult {
+            clock,
+            ..BenchmarkResult::new(results)
+        })
     }
 
     /// One benchmark iteration: a run, with the input and output copies if end to end.
@@ -794,10 +824,14 @@ pub struct BenchmarkResult {
     pub max: f64,
     /// Seconds per run, one per measurement.
     pub results: Vec<f64>,
+    /// What measured them: the device's timer (kernel time only, where the library
+    /// offers one and the runs are not end to end) or the host clock.
+    pub clock: Clock,
 }
 
 impl BenchmarkResult {
-    /// The statistics of `results` (seconds per run); all zero when empty.
+    /// The statistics of `results` (seconds per run, by the host clock); all zero when
+    /// empty.
     pub fn new(results: Vec<f64>) -> BenchmarkResult {
         let n = results.len().max(1) as f64;
         let mean = results.iter().sum::<f64>() / n;
@@ -816,6 +850,7 @@ impl BenchmarkResult {
             min: sorted.first().copied().unwrap_or(0.0),
             max: sorted.last().copied().unwrap_or(0.0),
             results,
+            clock: Clock::Host,
         }
     }
 }
@@ -823,7 +858,7 @@ impl BenchmarkResult {
 impl fmt::Display for BenchmarkResult {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = |s: f64| s * 1e3;
-        writeln!(f, "Execution time summary:")?;
+        writeln!(f, "Execution time summary ({}):", self.clock)?;
         writeln!(
             f,
             " mean (ms)   median (ms)    max (ms)     min (ms)     std (ms)  "

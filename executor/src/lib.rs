@@ -79,7 +79,7 @@ pub mod plan;
 pub mod target;
 
 pub use assemble::{BuildLog, Params, assemble, assemble_reference};
-pub use backend::{Backend, DeviceBuffer, KernelLibrary, Unsupported};
+pub use backend::{Backend, CallTimes, Clock, DeviceBuffer, KernelLibrary, Unsupported};
 pub use debug::{DebugExecutor, Profile};
 pub use error::{Error, Result};
 pub use executor::{

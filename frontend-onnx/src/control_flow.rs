@@ -2,7 +2,8 @@
 //! import (the taken branch's subgraph is imported in place), `Loop` with a trip count
 //! and/or condition known at import and a body whose continue-condition folds to a
 //! constant each iteration (unrolled), and `Scan` (unrolled over its statically known
-//! scan length, in either direction, along any axis). Subgraphs see the values of the
+//! scan length, in either direction, along any axis; opset 8's batched form per batch
+//! element when every sequence runs the full length). Subgraphs see the values of the
 //! enclosing graph; each iteration gets fresh bindings. More than [`MAX_UNROLL`]
 //! iterations, or a condition that depends on run-time data, is `Unsupported` naming
 //! what is missing: data-dependent control flow needs dynamic shapes and a control-flow
@@ -173,11 +174,137 @@ fn convert_loop(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     Ok(out)
 }
 
+/// The scan body applied over `length` steps: each step reads element `t` (or
+/// `length - 1 - t`, reversed) of every `(input, axis, reverse)` and the states the
+/// previous step left. Returns the final states and, per scan output, its value at
+/// every step in order.
+fn unroll(
+    imp: &mut Importer,
+    n: &Node,
+    body: &GraphProto,
+    mut states: Vec<ExprId>,
+    inputs: &[(ExprId, usize, bool)],
+    length: usize,
+) -> Result<(Vec<ExprId>, Vec<Vec<ExprId>>)> {
+    if length > MAX_UNROLL {
+        return Err(Error::Unsupported(format!(
+            "a Scan of {length} steps, more than {MAX_UNROLL} (kiln unrolls scans at import)"
+        )));
+    }
+    if length == 0 {
+        return Err(Error::Unsupported("a Scan of zero steps".into()));
+    }
+    let states_n = states.len();
+    let scan_outs = body.output.len().saturating_sub(states_n);
+    let mut collected: Vec<Vec<ExprId>> = vec![vec![]; scan_outs];
+    for t in 0..length {
+        let mut args = states.clone();
+        for &(x, axis, reverse) in inputs {
+            let at = if reverse { length - 1 - t } else { t };
+            args.push(take_one(imp, x, at, axis)?);
+        }
+        let outs = imp.run_subgraph(body, &args, n.opset)?;
+        states = outs[..states_n].to_vec();
+        for (k, c) in collected.iter_mut().enumerate() {
+            c.push(outs[states_n + k]);
+        }
+    }
+    Ok((states, collected))
+}
+
+/// Element `at` of `x` along `axis` (the axis dropped).
+fn take_one(imp: &mut Importer, x: ExprId, at: usize, axis: usize) -> Result<ExprId> {
+    let idx = imp.constant(NDArray::from_vec([], vec![at as i64])?);
+    imp.call(
+        op::Take {
+            axis: Some(axis as i64),
+            mode: op::TakeMode::Clip,
+        },
+        &[x, idx],
+    )
+}
+
+/// `Scan` at opset 8: input 0 the optional `sequence_lens`, then the states and the
+/// scan inputs, all with a leading batch axis (the scan inputs' time axis is 1); the body
+/// runs per batch element. Unrolled per batch element when every sequence runs the full
+/// length (`sequence_lens` absent, or known at import and all equal to it); shorter
+/// sequences are unsupported.
+fn convert_scan8(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let body = graph(n, "body")?;
+    let m = usize::try_from(n.int("num_scan_inputs", 0))
+        .ok()
+        .filter(|&m| m >= 1 && m < n.num_inputs())
+        .ok_or_else(|| Error::InvalidModel("Scan needs 1..inputs num_scan_inputs".into()))?;
+    let states_n = n.num_inputs() - 1 - m;
+    let dirs = n.ints("directions").unwrap_or_else(|| vec![0; m]);
+    if dirs.len() != m {
+        return Err(Error::InvalidModel(format!(
+            "Scan `directions` needs {m} entries"
+        )));
+    }
+    let states: Vec<ExprId> = (1..=states_n)
+        .map(|i| imp.input(n, i))
+        .collect::<Result<_>>()?;
+    let xs: Vec<ExprId> = (0..m)
+        .map(|j| imp.input(n, 1 + states_n + j))
+        .collect::<Result<_>>()?;
+    let first = imp.shape(xs[0])?;
+    if first.len() < 2 {
+        return Err(Error::InvalidModel(
+            "Scan (opset 8) inputs need a batch and a sequence axis".into(),
+        ));
+    }
+    let (batch, length) = (first[0], first[1]);
+    for &x in &xs {
+        let s = imp.shape(x)?;
+        if s.len() < 2 || s[0] != batch || s[1] != length {
+            return Err(Error::InvalidModel(format!(
+                "Scan inputs of shapes {first:?} and {s:?} (batch and sequence must agree)"
+            )));
+        }
+    }
+    if n.input_name(0).is_some() {
+        let lens = imp.const_ints(n, 0)?.unwrap_or_default();
+        if lens.iter().any(|&l| l != length as i64) {
+            return Err(Error::Unsupported(format!(
+                "Scan (opset 8) with sequence_lens {lens:?} shorter than the sequence \
+                 length {length}"
+            )));
+        }
+    }
+    let scan_outs =
+        body.output.len().checked_sub(states_n).ok_or_else(|| {
+            Error::InvalidModel("the Scan body has fewer outputs than states".into())
+        })?;
+    let mut final_states: Vec<Vec<ExprId>> = vec![vec![]; states_n];
+    let mut outputs: Vec<Vec<ExprId>> = vec![vec![]; scan_outs];
+    for b in 0..batch {
+        let st: Vec<ExprId> = states
+            .iter()
+            .map(|&s| take_one(imp, s, b, 0))
+            .collect::<Result<_>>()?;
+        let mut inputs = vec![];
+        for (j, &x) in xs.iter().enumerate() {
+            inputs.push((take_one(imp, x, b, 0)?, 0, dirs[j] != 0));
+        }
+        let (st, collected) = unroll(imp, n, body, st, &inputs, length)?;
+        for (k, s) in st.into_iter().enumerate() {
+            final_states[k].push(s);
+        }
+        for (k, items) in collected.into_iter().enumerate() {
+            outputs[k].push(imp.stack(&items, 0)?);
+        }
+    }
+    let mut out = vec![];
+    for items in final_states.into_iter().chain(outputs) {
+        out.push(imp.stack(&items, 0)?);
+    }
+    Ok(out)
+}
+
 fn convert_scan(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     if n.opset < 9 {
-        return Err(Error::Unsupported(
-            "Scan before opset 9 (with sequence lengths)".into(),
-        ));
+        return convert_scan8(imp, n);
     }
     let body = graph(n, "body")?;
     let m = usize::try_from(n.int("num_scan_inputs", 0))
@@ -202,7 +329,7 @@ fn convert_scan(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         })?;
     let out_axes = list("scan_output_axes", scan_outs)?;
     let out_dirs = list("scan_output_directions", scan_outs)?;
-    let mut states: Vec<ExprId> = (0..states_n)
+    let states: Vec<ExprId> = (0..states_n)
         .map(|i| imp.input(n, i))
         .collect::<Result<_>>()?;
     let mut inputs = vec![];
@@ -223,35 +350,7 @@ fn convert_scan(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         }
         inputs.push((x, axis, in_dirs[j] != 0));
     }
-    let length = length.unwrap_or(0);
-    if length > MAX_UNROLL {
-        return Err(Error::Unsupported(format!(
-            "a Scan of {length} steps, more than {MAX_UNROLL} (kiln unrolls scans at import)"
-        )));
-    }
-    if length == 0 {
-        return Err(Error::Unsupported("a Scan of zero steps".into()));
-    }
-    let mut collected: Vec<Vec<ExprId>> = vec![vec![]; scan_outs];
-    for t in 0..length {
-        let mut args = states.clone();
-        for &(x, axis, reverse) in &inputs {
-            let at = if reverse { length - 1 - t } else { t };
-            let idx = imp.constant(NDArray::from_vec([], vec![at as i64])?);
-            args.push(imp.call(
-                op::Take {
-                    axis: Some(axis as i64),
-                    mode: op::TakeMode::Clip,
-                },
-                &[x, idx],
-            )?);
-        }
-        let outs = imp.run_subgraph(body, &args, n.opset)?;
-        states = outs[..states_n].to_vec();
-        for (k, c) in collected.iter_mut().enumerate() {
-            c.push(outs[states_n + k]);
-        }
-    }
+    let (states, collected) = unroll(imp, n, body, states, &inputs, length.unwrap_or(0))?;
     let mut out = states;
     for (k, mut items) in collected.into_iter().enumerate() {
         if out_dirs[k] != 0 {

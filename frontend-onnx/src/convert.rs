@@ -13,7 +13,7 @@ use kiln_ir::{DType, ExprId, ExprKind, FnAttrs, Module, NDArray, Type};
 use crate::error::{Error, Result, UnsupportedNode};
 use crate::ops;
 use crate::proto::{self, AttributeProto, AttributeType, ModelProto, NodeProto};
-use crate::tensor::{dtype_from_onnx, tensor_from_proto};
+use crate::tensor::{storage_dtype_from_onnx, tensor_from_proto};
 
 /// Folded constants larger than this many elements stay computed at run time, so that a
 /// model cannot make the importer allocate without bound.
@@ -236,9 +236,17 @@ pub(crate) struct Importer {
     initializers: HashMap<String, NDArray>,
     params: Params,
     main_params: Vec<ExprId>,
+    /// The values of a narrow ONNX type (float8, float4, int4, ...) held as their bit
+    /// patterns (as uint8), with their type.
+    narrow: HashMap<String, crate::narrow::Narrow>,
 }
 
 impl Importer {
+    /// The narrow type of value `name`, if it holds a narrow type's bits.
+    pub fn narrow_of(&self, name: &str) -> Option<crate::narrow::Narrow> {
+        self.narrow.get(name).copied()
+    }
+
     /// The expression for value `name`, binding an initializer to a new `@main` param on
     /// first use.
     pub fn value(&mut self, name: &str) -> Result<ExprId> {
@@ -302,12 +310,27 @@ impl Importer {
         let Some(name) = n.input_name(i) else {
             return Ok(None);
         };
-        let _ = i;
         self.known(name)
             .map(Some)
             .ok_or_else(|| Error::NotConstant {
-                input: name.to_string(),
+                input: self.graph_input_behind(name),
             })
+    }
+
+    /// The name to ask a caller to bind so that value `name` becomes known at import:
+    /// the first graph input (not an initializer) its expression reads — binding it with
+    /// `from_onnx_with_constants` folds what depends only on it and on initializers —
+    /// else `name` itself.
+    fn graph_input_behind(&self, name: &str) -> String {
+        let Some(&id) = self.values.get(name) else {
+            return name.to_string();
+        };
+        kiln_ir::visit::free_vars(&self.m, id)
+            .into_iter()
+            .filter_map(|v| self.m.var_name(v))
+            .find(|v| !self.params.contains_key(*v))
+            .unwrap_or(name)
+            .to_string()
     }
 
     /// Input `i` of `n` as a list of integers known at import time; `None` if absent.
@@ -605,8 +628,21 @@ impl Importer {
         }
         check_attributes(n.proto)?;
         crate::arity::check(n)?;
+        // A node with a subgraph (If, Loop, Scan) may read enclosing values that are not
+        // constants: its outputs fold only when they evaluate without them.
+        let has_subgraph = n
+            .proto
+            .attribute
+            .iter()
+            .any(|a| a.g.is_some() || !a.graphs.is_empty());
         let fold = n.num_inputs() > 0 && self.all_inputs_constant(n);
+        crate::narrow::check_inputs(self, n)?;
         let outs = ops::convert(self, n)?;
+        if let Some(f) = crate::narrow::output_format(self, n) {
+            for name in n.proto.output.iter().filter(|s| !s.is_empty()) {
+                self.narrow.insert(name.clone(), f);
+            }
+        }
         if let Some(m) = n.misread.take() {
             return Err(Error::InvalidModel(m));
         }
@@ -632,8 +668,11 @@ impl Importer {
                         && !matches!(self.m.kind(id), ExprKind::Constant(_))
                         && t.numel() <= FOLD_LIMIT =>
                 {
-                    let v = self.evaluate(id)?;
-                    self.m.constant(v)
+                    match self.evaluate(id) {
+                        Ok(v) => self.m.constant(v),
+                        Err(_) if has_subgraph => id,
+                        Err(e) => return Err(e),
+                    }
                 }
                 _ => id,
             };
@@ -650,6 +689,17 @@ impl Importer {
     }
 }
 
+/// The narrow type of graph input `vi`, if its element type is one.
+fn input_narrow(vi: &proto::ValueInfoProto) -> Option<crate::narrow::Narrow> {
+    match &vi.r#type {
+        Some(proto::TypeProto {
+            value: Some(proto::type_proto::Value::TensorType(t)),
+            ..
+        }) => crate::narrow::Narrow::from_onnx(t.elem_type.unwrap_or(0)),
+        _ => None,
+    }
+}
+
 /// The type of graph input `vi`, with the caller's shape override applied.
 fn input_type(vi: &proto::ValueInfoProto, shapes: &BTreeMap<String, Vec<usize>>) -> Result<Type> {
     let name = vi.name.as_deref().unwrap_or("");
@@ -662,7 +712,7 @@ fn input_type(vi: &proto::ValueInfoProto, shapes: &BTreeMap<String, Vec<usize>>)
             "graph input `{name}` is not a tensor (sequences, maps and optionals are not supported)"
         )));
     };
-    let dtype = dtype_from_onnx(t.elem_type.unwrap_or(0)).map_err(|e| match e {
+    let dtype = storage_dtype_from_onnx(t.elem_type.unwrap_or(0)).map_err(|e| match e {
         Error::UnsupportedType(m) => Error::UnsupportedType(format!("graph input `{name}`: {m}")),
         other => other,
     })?;
@@ -779,6 +829,7 @@ pub(crate) fn import_model(
         initializers: HashMap::new(),
         params: Params::new(),
         main_params: vec![],
+        narrow: HashMap::new(),
     };
     for (i, t) in graph.initializer.iter().enumerate() {
         let name = t.name.clone().unwrap_or_default();
@@ -786,6 +837,9 @@ pub(crate) fn import_model(
             return Err(Error::InvalidModel(format!("initializer {i} has no name")));
         }
         let value = tensor_from_proto(t, &format!("initializer `{name}`"))?;
+        if let Some(f) = crate::narrow::Narrow::from_onnx(t.data_type.unwrap_or(0)) {
+            imp.narrow.insert(name.clone(), f);
+        }
         imp.initializers.insert(name, value);
     }
     for vi in &graph.input {
@@ -797,6 +851,9 @@ pub(crate) fn import_model(
             return Err(Error::InvalidModel("a graph input has no name".into()));
         }
         let ty = input_type(vi, shapes)?;
+        if let Some(f) = input_narrow(vi) {
+            imp.narrow.insert(name.clone(), f);
+        }
         if let Some(value) = constants.get(&name) {
             if Type::Tensor(value.ty()) != ty {
                 return Err(Error::InvalidModel(format!(

@@ -1,5 +1,5 @@
-//! ONNX ops whose output shape depends on their input values — `NonMaxSuppression` and
-//! `Unique` — evaluated at import when those values are known there (constants or
+//! ONNX ops whose output shape depends on their input values — `NonMaxSuppression`,
+//! `Unique` and `NonZero` — evaluated at import when those values are known there (constants or
 //! initializers, or inputs bound as constants): the result becomes a constant, computed
 //! exactly as ONNX's reference does. With run-time inputs they are refused
 //! ([`crate::Error::NotConstant`] names the input): kiln's shapes are static, and
@@ -13,14 +13,47 @@ use crate::convert::{Importer, Node};
 use crate::error::{Error, Result};
 
 /// The ONNX op types this module converts.
-pub const SUPPORTED: &[&str] = &["NonMaxSuppression", "Unique"];
+pub const SUPPORTED: &[&str] = &["NonMaxSuppression", "NonZero", "Unique"];
 
-/// Converts a `NonMaxSuppression` or `Unique` node whose data inputs are known.
+/// Converts a `NonMaxSuppression`, `NonZero` or `Unique` node whose data inputs are
+/// known.
 pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     match n.op_type {
         "NonMaxSuppression" => non_max_suppression(imp, n),
+        "NonZero" => non_zero(imp, n),
         _ => unique(imp, n),
     }
+}
+
+/// `NonZero`: the indices (`[rank, count]`, int64, row-major order) of the nonzero
+/// elements; a scalar counts as rank 1 (numpy's `nonzero` of `atleast_1d`, as ONNX's
+/// reference reads it).
+fn non_zero(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
+    let x = known(imp, n, 0)?.ok_or_else(|| Error::InvalidModel("NonZero needs X".into()))?;
+    let shape: Vec<usize> = if x.shape().is_empty() {
+        vec![1]
+    } else {
+        x.shape().to_vec()
+    };
+    let hits: Vec<usize> = x
+        .to_f64_vec()
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| **v != 0.0)
+        .map(|(i, _)| i)
+        .collect();
+    let rank = shape.len();
+    let mut idx = vec![0i64; rank * hits.len()];
+    for (j, &flat) in hits.iter().enumerate() {
+        let mut rest = flat;
+        for a in (0..rank).rev() {
+            idx[a * hits.len() + j] = (rest % shape[a]) as i64;
+            rest /= shape[a];
+        }
+    }
+    Ok(vec![
+        imp.constant(NDArray::from_vec([rank, hits.len()], idx)?),
+    ])
 }
 
 /// The input `i` of `n`, which must be known at import.

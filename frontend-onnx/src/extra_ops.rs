@@ -18,6 +18,7 @@ use kiln_ir::{DType, ExprId, NDArray};
 
 use crate::convert::{Importer, Node};
 use crate::error::{Error, Result};
+use crate::narrow::{self, Narrow};
 use crate::ops::extreme_identity;
 
 /// The ONNX op types this module converts.
@@ -58,10 +59,18 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Option<Result<Vec<ExprId>
         "DFT" | "HannWindow" | "HammingWindow" | "BlackmanWindow" => crate::signal::convert(imp, n),
         "CenterCropPad" | "ReverseSequence" | "SwiGLU" => crate::rearrange::convert(imp, n),
         "GridSample" => crate::grid_sample::convert(imp, n),
-        "NonMaxSuppression" | "Unique" => crate::data_dependent::convert(imp, n),
-        "DynamicQuantizeLinear" | "MatMulInteger" | "QLinearMatMul" => {
-            crate::quantized::convert(imp, n)
-        }
+        "RoiAlign" => crate::roi_align::convert(imp, n),
+        "AffineGrid" => crate::affine_grid::convert(imp, n),
+        "CausalConvWithState" => crate::causal_conv::convert(imp, n),
+        "LinearAttention" => crate::linear_attention::convert(imp, n),
+        "Col2Im" => crate::col2im::convert(imp, n),
+        "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" | "BitwiseNot" => crate::bitwise::convert(imp, n),
+        "NonMaxSuppression" | "NonZero" | "Unique" => crate::data_dependent::convert(imp, n),
+        "ConvInteger"
+        | "DynamicQuantizeLinear"
+        | "MatMulInteger"
+        | "QLinearConv"
+        | "QLinearMatMul" => crate::quantized::convert(imp, n),
         "NegativeLogLikelihoodLoss" => (|| {
             let x = imp.input(n, 0)?;
             let t = imp.input(n, 1)?;
@@ -786,14 +795,39 @@ fn quantize(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let scale_dt = imp.dtype(scale)?;
     let sc = quant_param(imp, scale, &xs, a, block)?;
     let sc = cast(imp, sc, DType::F32)?;
+    // Float8 inputs (x of a DequantizeLinear, a zero point) are decoded to float32.
     let zpf = match zp {
-        Some(z) => {
+        Some(mut z) => {
+            if let Some(f) = narrow::input_format(imp, n, 2) {
+                z = narrow::decode(imp, z, f)?;
+            }
             let z = quant_param(imp, z, &xs, a, block)?;
             Some(cast(imp, z, DType::F32)?)
         }
         None => None,
     };
-    let xf = cast(imp, x, DType::F32)?;
+    let xf = match narrow::input_format(imp, n, 0) {
+        Some(f) => narrow::decode(imp, x, f)?,
+        None => cast(imp, x, DType::F32)?,
+    };
+    if n.op_type == "QuantizeLinear"
+        && let Some(f) = narrow::quantize_format(imp, n)
+    {
+        // ONNX's reference: float8 is `x / y_scale` encoded (the zero point, 0 for
+        // float8, is not added); float4 adds the zero point; the integers round half to
+        // even, add it and clip to their range.
+        let mut q = imp.binary(B::Divide, xf, sc)?;
+        if let Some((lo, hi)) = f.int_range() {
+            q = imp.unary(U::Round, q)?;
+            if let Some(z) = zpf {
+                q = imp.binary(B::Add, q, z)?;
+            }
+            q = imp.call(op::Clip::new(lo, hi), &[q])?;
+        } else if let (Narrow::E2M1, Some(z)) = (f, zpf) {
+            q = imp.binary(B::Add, q, z)?;
+        }
+        return Ok(vec![narrow::encode(imp, q, f, narrow::saturate(n))?]);
+    }
     if n.op_type == "DequantizeLinear" {
         let d = match zpf {
             Some(z) => imp.binary(B::Subtract, xf, z)?,

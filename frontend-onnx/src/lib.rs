@@ -36,8 +36,13 @@
 //! assert_eq!(module.main().unwrap().params.len(), 1);
 //! ```
 
+mod affine_grid;
 mod arity;
 mod arity_table;
+mod bitcast;
+mod bitwise;
+mod causal_conv;
+mod col2im;
 mod control_flow;
 mod convert;
 mod data_dependent;
@@ -46,12 +51,15 @@ pub mod error;
 mod external;
 mod extra_ops;
 mod grid_sample;
+mod linear_attention;
+mod narrow;
 mod ops;
 pub mod proto;
 mod quantized;
 mod rearrange;
 mod recurrent;
 mod resize;
+mod roi_align;
 mod signal;
 pub mod tensor;
 mod topk;
@@ -64,7 +72,9 @@ use kiln_ir::{Module, NDArray};
 use prost::Message;
 
 pub use error::{Error, Result, UnsupportedNode};
-pub use tensor::{dtype_from_onnx, dtype_to_onnx, tensor_from_proto, tensor_to_proto};
+pub use tensor::{
+    dtype_from_onnx, dtype_to_onnx, storage_dtype_from_onnx, tensor_from_proto, tensor_to_proto,
+};
 
 /// Decodes `bytes` as an ONNX `ModelProto`: an error (never a panic) for bytes that are
 /// not one, truncated files included.

@@ -11,6 +11,7 @@ use kiln_ir::{DType, ExprId, NDArray};
 
 use crate::convert::{Importer, Node};
 use crate::error::{Error, Result};
+use crate::narrow::{self, Narrow};
 use crate::tensor::dtype_from_onnx;
 
 /// The ONNX op types (default domain) that [`convert`] handles.
@@ -28,6 +29,7 @@ pub const SUPPORTED: &[&str] = &[
     "Atanh",
     "AveragePool",
     "BatchNormalization",
+    "BitCast",
     "BitShift",
     "Cast",
     "CastLike",
@@ -198,6 +200,12 @@ pub(crate) fn is_supported(op: &str) -> bool {
         || crate::signal::SUPPORTED.contains(&op)
         || crate::rearrange::SUPPORTED.contains(&op)
         || crate::grid_sample::SUPPORTED.contains(&op)
+        || crate::roi_align::SUPPORTED.contains(&op)
+        || crate::affine_grid::SUPPORTED.contains(&op)
+        || crate::bitwise::SUPPORTED.contains(&op)
+        || crate::causal_conv::SUPPORTED.contains(&op)
+        || crate::linear_attention::SUPPORTED.contains(&op)
+        || crate::col2im::SUPPORTED.contains(&op)
         || crate::data_dependent::SUPPORTED.contains(&op)
         || crate::quantized::SUPPORTED.contains(&op)
 }
@@ -303,17 +311,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         }
         "Identity" => one(imp.input(n, 0)?),
         "Dropout" => dropout(imp, n),
-        "Cast" => {
-            let x = imp.input(n, 0)?;
-            let to = dtype_from_onnx(n.int("to", 0) as i32)?;
-            one(cast(imp, x, to)?)
-        }
-        "CastLike" => {
-            let x = imp.input(n, 0)?;
-            let like = imp.input(n, 1)?;
-            let to = imp.dtype(like)?;
-            one(cast(imp, x, to)?)
-        }
+        "Cast" | "CastLike" => one(cast_node(imp, n)?),
         "Sign" => {
             let x = imp.input(n, 0)?;
             let zero = imp.scalar_like(0.0, x)?;
@@ -511,6 +509,7 @@ pub(crate) fn convert(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             one(imp.binary(B::Power, x, y)?)
         }
         "BitShift" => one(bit_shift(imp, n)?),
+        "BitCast" => crate::bitcast::convert(imp, n),
         "Max" | "Min" | "Sum" | "Mean" => {
             let kind = match n.op_type {
                 "Max" => B::Maximum,
@@ -831,6 +830,30 @@ fn binary(imp: &mut Importer, n: &Node, kind: B) -> Result<Vec<ExprId>> {
     Ok(vec![imp.binary(kind, a, b)?])
 }
 
+/// `Cast` (to the type `to`) and `CastLike` (to input 1's type), narrow types (float8,
+/// float4, int4, ...) included: a narrow input is decoded to float32 first, a narrow
+/// target encoded with the node's `saturate` (see [`crate::narrow`]).
+fn cast_node(imp: &mut Importer, n: &Node) -> Result<ExprId> {
+    let mut x = imp.input(n, 0)?;
+    if let Some(f) = narrow::input_format(imp, n, 0) {
+        x = narrow::decode(imp, x, f)?;
+    }
+    let to = if n.op_type == "Cast" {
+        let code = n.int("to", 0) as i32;
+        match Narrow::from_onnx(code) {
+            Some(f) => return narrow::encode(imp, x, f, narrow::saturate(n)),
+            None => dtype_from_onnx(code)?,
+        }
+    } else {
+        if let Some(f) = narrow::input_format(imp, n, 1) {
+            return narrow::encode(imp, x, f, narrow::saturate(n));
+        }
+        let like = imp.input(n, 1)?;
+        imp.dtype(like)?
+    };
+    cast(imp, x, to)
+}
+
 /// `x` cast to `to` (nothing when it already is).
 pub(crate) fn cast(imp: &mut Importer, x: ExprId, to: DType) -> Result<ExprId> {
     if imp.dtype(x)? == to {
@@ -1029,8 +1052,8 @@ fn lift_1d(imp: &mut Importer, x: ExprId, what: &str) -> Result<(ExprId, bool)> 
 fn conv3d(
     imp: &mut Importer,
     n: &Node,
-    x: ExprId,
-    w: ExprId,
+    [x, w]: [ExprId; 2],
+    bias: Option<ExprId>,
     strides: &[usize],
     dilations: &[usize],
     pads: &[(usize, usize)],
@@ -1090,7 +1113,7 @@ fn conv3d(
     let s = imp.shape(y)?;
     let y = imp.reshape(y, &[nb, dout, o, s[2], s[3]])?;
     let mut y = imp.transpose(y, vec![0, 2, 1, 3, 4])?;
-    if let Some(b) = imp.opt_input(n, 2)? {
+    if let Some(b) = bias {
         y = imp.call(op::BiasAdd { axis: 1 }, &[y, b])?;
     }
     Ok(vec![y])
@@ -1099,6 +1122,20 @@ fn conv3d(
 fn conv(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let x = imp.input(n, 0)?;
     let w = imp.input(n, 1)?;
+    let b = imp.opt_input(n, 2)?;
+    conv_of(imp, n, x, w, b)
+}
+
+/// The convolution of `x` by `w` with `n`'s Conv attributes (strides, pads, dilations,
+/// group), plus `bias` on the channel axis when given: Conv and the quantized
+/// convolutions share it.
+pub(crate) fn conv_of(
+    imp: &mut Importer,
+    n: &Node,
+    x: ExprId,
+    w: ExprId,
+    bias: Option<ExprId>,
+) -> Result<Vec<ExprId>> {
     let xs = imp.shape(x)?;
     let ws = imp.shape(w)?;
     if xs.len() < 3 || ws.len() != xs.len() {
@@ -1111,7 +1148,7 @@ fn conv(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     let dilations = spatial_attr(n, "dilations", k)?;
     let pads = window_pads(n, &xs[2..], &ws[2..], &strides, &dilations)?;
     if k == 3 {
-        return conv3d(imp, n, x, w, &strides, &dilations, &pads);
+        return conv3d(imp, n, [x, w], bias, &strides, &dilations, &pads);
     }
     if k > 3 {
         return Err(Error::Unsupported(format!(
@@ -1146,21 +1183,21 @@ fn conv(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
             .map_err(|_| Error::InvalidModel(format!("group {group}")))?,
         ..op::Conv2d::default()
     };
-    conv_with_bias(imp, n, conv, x4, w4, lifted)
+    conv_with_bias(imp, conv, x4, w4, bias, lifted)
 }
 
 /// `conv(x, w)`, plus the node's optional bias (input 2) on the channel axis; a 1-D
 /// convolution `lifted` to 2-D (a unit height axis) drops that axis again.
 fn conv_with_bias(
     imp: &mut Importer,
-    n: &Node,
     conv: op::Conv2d,
     x: ExprId,
     w: ExprId,
+    bias: Option<ExprId>,
     lifted: bool,
 ) -> Result<Vec<ExprId>> {
     let mut y = imp.call(conv, &[x, w])?;
-    if let Some(b) = imp.opt_input(n, 2)? {
+    if let Some(b) = bias {
         y = imp.call(op::BiasAdd { axis: 1 }, &[y, b])?;
     }
     if lifted {
@@ -1309,7 +1346,8 @@ fn conv_transpose(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
         groups: group,
         ..op::Conv2d::default()
     };
-    conv_with_bias(imp, n, conv, y, wc, lifted)
+    let b = imp.opt_input(n, 2)?;
+    conv_with_bias(imp, conv, y, wc, b, lifted)
 }
 
 fn pool(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {

@@ -4,6 +4,7 @@
 use kiln_ir::{DType, NDArray};
 
 use crate::error::{Error, Result};
+use crate::narrow::Narrow;
 use crate::proto::{TensorProto, data_type};
 
 /// The kiln dtype of an ONNX element type code, or an error naming the ONNX type.
@@ -29,6 +30,47 @@ pub fn dtype_from_onnx(code: i32) -> Result<DType> {
             )));
         }
     })
+}
+
+/// The dtype kiln stores ONNX element type `code` in: [`dtype_from_onnx`], and `uint8`
+/// for the narrow types (the four float8s, `FLOAT4E2M1`, `INT4`, `UINT4`, `INT2`,
+/// `UINT2`), held as their bit patterns, one element per byte (the importer converts
+/// them where `Cast`, `CastLike`, `QuantizeLinear` and `DequantizeLinear` read or write
+/// them).
+pub fn storage_dtype_from_onnx(code: i32) -> Result<DType> {
+    match Narrow::from_onnx(code) {
+        Some(_) => Ok(DType::U8),
+        None => dtype_from_onnx(code),
+    }
+}
+
+/// The elements of a sub-byte type of `bits` bits packed `8 / bits` to a byte, low bits
+/// first (in `raw_data`, or one byte per `int32_data` entry), one per byte.
+fn unpack(
+    t: &TensorProto,
+    what: &str,
+    shape: Vec<usize>,
+    numel: usize,
+    bits: u32,
+) -> Result<NDArray> {
+    let per = (8 / bits) as usize;
+    let packed: Vec<u8> = match &t.raw_data {
+        Some(raw) => raw.clone(),
+        None => t.int32_data.iter().map(|&v| v as u8).collect(),
+    };
+    let want = numel.div_ceil(per);
+    if packed.len() != want {
+        return Err(Error::InvalidModel(format!(
+            "{what}: dims {:?} of a {bits}-bit type pack into {want} bytes, got {}",
+            t.dims,
+            packed.len()
+        )));
+    }
+    let mask = (1u8 << bits) - 1;
+    let codes = (0..numel)
+        .map(|i| (packed[i / per] >> ((i % per) as u32 * bits)) & mask)
+        .collect();
+    NDArray::from_vec(shape, codes).map_err(Error::from)
 }
 
 /// The ONNX element type code of a kiln dtype.
@@ -65,12 +107,13 @@ fn shape_of(t: &TensorProto, what: &str) -> Result<(Vec<usize>, usize)> {
     Ok((shape, numel))
 }
 
-/// The value of a `TensorProto` as an [`NDArray`]. `what` names the tensor in errors.
+/// The value of a `TensorProto` as an [`NDArray`] (a narrow type's tensor as its
+/// `uint8` bit patterns, unpacked, see [`storage_dtype_from_onnx`]). `what` names the tensor in errors.
 /// The data must be embedded (not external) and hold exactly as many elements as the
 /// dims say.
 pub fn tensor_from_proto(t: &TensorProto, what: &str) -> Result<NDArray> {
     let code = t.data_type.unwrap_or(data_type::UNDEFINED);
-    let dtype = dtype_from_onnx(code).map_err(|e| match e {
+    let dtype = storage_dtype_from_onnx(code).map_err(|e| match e {
         Error::UnsupportedType(m) => Error::UnsupportedType(format!("{what}: {m}")),
         other => other,
     })?;
@@ -80,6 +123,9 @@ pub fn tensor_from_proto(t: &TensorProto, what: &str) -> Result<NDArray> {
         )));
     }
     let (shape, numel) = shape_of(t, what)?;
+    if let Some(n) = Narrow::from_onnx(code).filter(|n| n.bits() < 8) {
+        return unpack(t, what, shape, numel, n.bits());
+    }
     let count_err = |got: usize, field: &str| {
         Error::InvalidModel(format!(
             "{what}: dims {:?} hold {numel} elements but `{field}` has {got}",

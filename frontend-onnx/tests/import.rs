@@ -220,3 +220,39 @@ fn random_and_truncated_bytes_are_errors() {
         .to_string();
     assert!(e.starts_with("not an ONNX model"), "{e}");
 }
+
+#[test]
+fn a_shape_computed_from_a_graph_input_names_that_input() {
+    // y = Reshape(x, s + 0): the shape is computed from graph input `s`.
+    let g = GraphProto {
+        node: vec![
+            node("Add", "add", &["s", "zero"], &["shape"]),
+            node("Reshape", "reshape", &["x", "shape"], &["y"]),
+        ],
+        input: vec![
+            tensor_value_info("x", 1, &[2, 3]),
+            tensor_value_info("s", 7, &[2]),
+        ],
+        output: vec![tensor_value_info("y", 1, &[3, 2])],
+        initializer: vec![tensor_to_proto(
+            "zero",
+            &NDArray::from_vec([2], vec![0i64, 0]).unwrap(),
+        )],
+        ..Default::default()
+    };
+    let bytes = model(g, 13);
+    let e = from_onnx(&bytes, &BTreeMap::new()).unwrap_err();
+    assert!(
+        matches!(e.root(), Error::NotConstant { input } if input == "s"),
+        "{e}"
+    );
+    let bound = BTreeMap::from([(
+        "s".to_string(),
+        NDArray::from_vec([2], vec![3i64, 2]).unwrap(),
+    )]);
+    let (m, _) =
+        kiln_frontend_onnx::from_onnx_with_constants(&bytes, &BTreeMap::new(), &bound).unwrap();
+    let mut inputs = Inputs::new();
+    inputs.insert("x".into(), NDArray::random([2, 3], DType::F32, 4));
+    assert_eq!(evaluate(&m, &inputs).unwrap().flatten()[0].shape(), &[3, 2]);
+}

@@ -77,7 +77,7 @@ pub use error::{Error, Result};
 pub use load::{Model, Shapes, load, load_onnx, load_text};
 pub use registry::{Registry, Resolved};
 
-pub use kiln_executor::backend::{DeviceBuffer, KernelLibrary};
+pub use kiln_executor::backend::{CallTimes, Clock, DeviceBuffer, KernelLibrary};
 pub use kiln_executor::{
     Backend, BenchmarkOptions, BenchmarkResult, CompiledModule, DebugExecutor, GraphExecutor,
     OptionValue, Params, Target, TargetKind, TargetOption, Unsupported, load_params, save_params,

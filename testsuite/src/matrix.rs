@@ -116,9 +116,12 @@ pub fn run_observed(
     Ok(mx)
 }
 
-/// ONNX node-test totals from the manifest: per backend column, the count of each
-/// status (`pass`, `unsupported`, `known-failure`, `-` = not run).
-pub fn onnx_totals(manifest: &str) -> Result<BTreeMap<(&'static str, String), usize>, String> {
+/// ONNX node-test totals from the manifest: per column (`ref`, then each compiled
+/// target its header names), the count of each status (`pass`, `unsupported`,
+/// `known-failure`, `-` = not run). A line without a status for every column is an error.
+pub fn onnx_totals(manifest: &str) -> Result<BTreeMap<(String, String), usize>, String> {
+    let mut columns = vec!["ref".to_string()];
+    columns.extend(crate::onnx_node::Manifest::parse(manifest).targets);
     let mut totals = BTreeMap::new();
     for (n, line) in manifest.lines().enumerate() {
         let line = line.trim();
@@ -128,24 +131,30 @@ pub fn onnx_totals(manifest: &str) -> Result<BTreeMap<(&'static str, String), us
         let (_, rest) = line
             .split_once(' ')
             .ok_or_else(|| format!("manifest line {}: no status", n + 1))?;
-        let (r, c) = rest
-            .split_once(" | ")
-            .ok_or_else(|| format!("manifest line {}: no ` | ` between statuses", n + 1))?;
-        for (col, status) in [("ref", r), (crate::onnx_node::MANIFEST_TARGET, c)] {
+        let statuses: Vec<&str> = rest.split(" | ").collect();
+        if statuses.len() != columns.len() {
+            return Err(format!(
+                "manifest line {}: {} status(es) separated by ` | `, the header names {} column(s)",
+                n + 1,
+                statuses.len(),
+                columns.len()
+            ));
+        }
+        for (col, status) in columns.iter().zip(statuses) {
             let word = status
                 .split('(')
                 .next()
                 .unwrap_or(status)
                 .trim()
                 .to_string();
-            *totals.entry((col, word)).or_insert(0) += 1;
+            *totals.entry((col.clone(), word)).or_insert(0) += 1;
         }
     }
     Ok(totals)
 }
 
 /// The markdown of `CONFORMANCE.md`.
-pub fn render(mx: &Matrix, onnx: &BTreeMap<(&'static str, String), usize>) -> String {
+pub fn render(mx: &Matrix, onnx: &BTreeMap<(String, String), usize>) -> String {
     let mut s = String::new();
     let backends: Vec<&str> = mx.backends.iter().map(|b| b.name.as_str()).collect();
     let _ = writeln!(

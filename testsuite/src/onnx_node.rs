@@ -1,10 +1,11 @@
 //! Running one ONNX backend node test case (`model.onnx` plus
 //! `test_data_set_*/input_*.pb` and `output_*.pb`, ONNX's standard layout) through
 //! `kiln_frontend_onnx::from_onnx`, then on the reference interpreter (`ref`) and, when
-//! that passes, on a compiling backend from the `kiln` registry — the manifest records
-//! [`MANIFEST_TARGET`] (`cpu`, Cranelift); [`run_case_on`] takes any backend —
-//! comparing with the expected outputs (floats within atol 1e-4 + rtol 1e-3, integers and
-//! bools exactly), and the manifest format that records each case's status per backend.
+//! that passes, on each compiling backend of the `kiln` registry that has a manifest
+//! column ([`MANIFEST_TARGETS`]: `cpu`, `vulkan`, `cuda`; [`run_case_on`] takes any
+//! backends), comparing with the expected outputs (floats within atol 1e-4 + rtol 1e-3,
+//! integers and bools exactly), and the manifest format ([`Manifest`]) that records each
+//! case's status per column.
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -19,8 +20,10 @@ use prost::Message;
 
 use crate::suite::ExecBackend;
 
-/// The target whose status the manifest's second column records.
-pub const MANIFEST_TARGET: &str = "cpu";
+/// The compiled targets the manifest has a column for, in column order (after `REF`).
+/// Fixed, so that the file is the same whichever devices the machine writing it has: a
+/// run fills the columns whose backend the registry serves there and keeps the others.
+pub const MANIFEST_TARGETS: [&str; 3] = ["cpu", "vulkan", "cuda"];
 
 /// Absolute tolerance for float outputs.
 pub const ATOL: f64 = 1e-4;
@@ -144,25 +147,42 @@ fn compare(i: usize, got: &NDArray, want: &NDArray) -> Result<(), String> {
     Ok(())
 }
 
-/// The graph-level optimization level the `cpu` runs build with (the CLI's default).
-pub const CPU_OPT_LEVEL: u8 = 3;
+/// The graph-level optimization level the compiled runs build with (the CLI's default).
+pub const OPT_LEVEL: u8 = 3;
 
-/// A case's outcome on each backend.
+/// A case's outcome on the reference interpreter and on each compiled target it ran on.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CaseResult {
     /// On the reference interpreter.
     pub reference: Outcome,
-    /// On `cpu`; `None` when the case was not run there because it does not pass on the
-    /// reference interpreter.
-    pub cpu: Option<Outcome>,
+    /// On each target run (by target name); a target is absent when the case was not run
+    /// there because it does not pass on the reference interpreter.
+    pub compiled: BTreeMap<String, Outcome>,
 }
 
 impl CaseResult {
-    /// The `cpu` status as the manifest writes it: [`Outcome::status`], or `-` when the
-    /// case was not run on `cpu`.
-    pub fn cpu_status(&self) -> String {
-        self.cpu
-            .as_ref()
+    /// A result with only the reference interpreter's outcome.
+    pub fn reference_only(reference: Outcome) -> CaseResult {
+        CaseResult {
+            reference,
+            compiled: BTreeMap::new(),
+        }
+    }
+
+    /// The outcome on `target`, if the case ran there.
+    pub fn on(&self, target: &str) -> Option<&Outcome> {
+        self.compiled.get(target)
+    }
+
+    /// Whether the case passes on `target`.
+    pub fn passes(&self, target: &str) -> bool {
+        self.on(target) == Some(&Outcome::Pass)
+    }
+
+    /// The status on `target` as the manifest writes it: [`Outcome::status`], or `-`
+    /// when the case was not run there.
+    pub fn status(&self, target: &str) -> String {
+        self.on(target)
             .map_or_else(|| "-".to_string(), Outcome::status)
     }
 }
@@ -196,34 +216,38 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, Outcome>) -> Result<T, Outcome> {
     }
 }
 
-/// Runs the case in directory `dir` on the reference interpreter and, if it passes there,
-/// on the registry's backend for [`MANIFEST_TARGET`] (never panics: a panic inside kiln
-/// is a failure).
-pub fn run_case(dir: &Path) -> CaseResult {
-    match crate::suite::exec_backend(MANIFEST_TARGET) {
-        Some(b) => run_case_on(dir, &b),
-        None => CaseResult {
-            reference: Outcome::Fail(format!("no backend serves `{MANIFEST_TARGET}`")),
-            cpu: None,
-        },
-    }
+/// The built-in registry's backends that have a manifest column ([`MANIFEST_TARGETS`])
+/// and a device on this machine, in column order. `cuda` comes only from a real CUDA
+/// device (never the PTX interpreter the graph suites fall back to: too slow for 2,000
+/// models); `interp` has no column (it is the loop-IR reference device).
+pub fn manifest_backends() -> Vec<ExecBackend> {
+    let all = crate::suite::exec_backends_of(&kiln::Registry::builtin());
+    MANIFEST_TARGETS
+        .iter()
+        .filter_map(|t| all.iter().find(|b| b.name == *t).cloned())
+        .collect()
 }
 
-/// [`run_case`] with `backend` in the compiled column.
-pub fn run_case_on(dir: &Path, backend: &ExecBackend) -> CaseResult {
+/// Runs the case in directory `dir` on the reference interpreter and, if it passes there,
+/// on each of [`manifest_backends`] (never panics: a panic inside kiln is a failure).
+pub fn run_case(dir: &Path) -> CaseResult {
+    run_case_on(dir, &manifest_backends())
+}
+
+/// [`run_case`] on `backends` (one compiled outcome per backend, by its name).
+pub fn run_case_on(dir: &Path, backends: &[ExecBackend]) -> CaseResult {
     let case = match guarded(|| load_case(dir)) {
         Ok(case) => case,
-        Err(o) => {
-            return CaseResult {
-                reference: o,
-                cpu: None,
-            };
-        }
+        Err(o) => return CaseResult::reference_only(o),
     };
-    let reference = outcome(guarded(|| run_reference(&case)));
-    let cpu =
-        (reference == Outcome::Pass).then(|| outcome(guarded(|| run_compiled(&case, backend))));
-    CaseResult { reference, cpu }
+    let mut result = CaseResult::reference_only(outcome(guarded(|| run_reference(&case))));
+    if result.reference == Outcome::Pass {
+        for b in backends {
+            let o = outcome(guarded(|| run_compiled(&case, b)));
+            result.compiled.insert(b.name.clone(), o);
+        }
+    }
+    result
 }
 
 /// Runs the case in directory `dir` on the reference interpreter only.
@@ -349,18 +373,34 @@ fn run_reference(case: &Case) -> Result<(), Outcome> {
     Ok(())
 }
 
-/// Builds the case for `backend` and runs every data set with the graph executor.
+/// Builds the case for `backend` and runs every data set with the graph executor. A case
+/// using an (op, dtype) the backend declares unsupported, or whose build the backend
+/// refuses as unsupported, is [`Outcome::Unsupported`].
 fn run_compiled(case: &Case, backend: &ExecBackend) -> Result<(), Outcome> {
     let name = &backend.name;
+    if let Some((op, dtype)) = backend.unsupported_in(&crate::graphs::uses_of(&case.module)) {
+        let why = backend
+            .unsupported
+            .iter()
+            .find(|u| u.covers(&op, dtype))
+            .map_or(String::new(), |u| format!(": {}", u.reason));
+        return Err(Outcome::Unsupported(format!("{op} on {dtype}{why}")));
+    }
     let fail = |what: &str, e: &dyn std::fmt::Display| Outcome::Fail(format!("{name} {what}: {e}"));
     let compiled = kiln::build_on(
         &case.module,
         &Target::new(backend.target.kind().clone()),
         Some(&*backend.backend),
         &case.params,
-        CPU_OPT_LEVEL,
+        OPT_LEVEL,
     )
-    .map_err(|e| fail("build", &e))?;
+    .map_err(|e| {
+        if e.is_unsupported() {
+            Outcome::Unsupported(e.to_string())
+        } else {
+            fail("build", &e)
+        }
+    })?;
     let mut exec = GraphExecutor::new(&compiled).map_err(|e| fail("executor", &e))?;
     let names: Vec<String> = exec.get_input_info().into_iter().map(|t| t.name).collect();
     for set in &case.sets {
@@ -379,95 +419,275 @@ fn run_compiled(case: &Case, backend: &ExecBackend) -> Result<(), Outcome> {
 }
 
 /// One manifest line's statuses.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Listed {
     /// The status on the reference interpreter (`pass`, `unsupported(...)`,
     /// `known-failure(...)`).
     pub reference: String,
-    /// The status on `cpu`, or `-` when the case is not run there.
-    pub cpu: String,
+    /// The status on each compiled target of the manifest's columns.
+    pub compiled: BTreeMap<String, String>,
 }
 
-/// The manifest text for `results`: a header, then `NAME REF | CPU` per line, sorted.
-pub fn write_manifest(results: &[(String, CaseResult)]) -> String {
-    let mut out = String::from(
-        "# ONNX backend node tests (onnx 1.23.2), with the package's pytorch-converted and\n\
-         # pytorch-operator cases, on kiln's reference interpreter and on cpu.\n\
-         # Generated by `KILN_ONNX_WRITE_MANIFEST=1 cargo test -p kiln-testsuite --test onnx_node`;\n\
-         # do not edit. One case per line: NAME REF | CPU, where REF (the reference\n\
-         # interpreter) is pass, unsupported(what) or known-failure(why), and CPU (the graph\n\
-         # executor on Cranelift, run only for cases that pass on REF) is pass,\n\
-         # known-failure(why) or - (not run).\n",
-    );
-    let mut sorted: Vec<&(String, CaseResult)> = results.iter().collect();
-    sorted.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, r) in sorted {
-        out.push_str(&format!(
-            "{name} {} | {}\n",
-            r.reference.status(),
-            r.cpu_status()
-        ));
+impl Listed {
+    /// The status on `target`: `-` when the manifest has no entry for it.
+    pub fn status(&self, target: &str) -> &str {
+        self.compiled.get(target).map_or("-", String::as_str)
     }
-    out
 }
 
-/// Parses manifest text into `name -> statuses`. A line without a `|` column (the older,
-/// reference-only format) lists `cpu` as `-`.
-pub fn parse_manifest(text: &str) -> BTreeMap<String, Listed> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .filter_map(|l| {
-            let (name, rest) = l.split_once(' ')?;
-            let (reference, cpu) = rest.split_once('|').unwrap_or((rest, "-"));
-            Some((
-                name.to_string(),
-                Listed {
-                    reference: reference.trim().to_string(),
-                    cpu: cpu.trim().to_string(),
+/// A parsed manifest: its compiled-target columns, in order, and each case's statuses.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Manifest {
+    /// The compiled targets, one column each after `REF`.
+    pub targets: Vec<String>,
+    /// Each case's statuses, by name.
+    pub cases: BTreeMap<String, Listed>,
+}
+
+/// The header line that names the manifest's columns.
+const COLUMNS: &str = "# columns: NAME REF";
+
+impl Manifest {
+    /// The manifest of this run: a column per [`MANIFEST_TARGETS`]; the targets in `ran`
+    /// take this run's `results`, every other column keeps `previous`'s entries (a new
+    /// case `-`), so that a machine without a device for a column never rewrites it.
+    pub fn from_results(
+        results: &[(String, CaseResult)],
+        ran: &[String],
+        previous: &Manifest,
+    ) -> Manifest {
+        let targets: Vec<String> = MANIFEST_TARGETS.iter().map(|t| t.to_string()).collect();
+        let cases = results
+            .iter()
+            .map(|(name, r)| {
+                let before = previous.cases.get(name);
+                let compiled = targets
+                    .iter()
+                    .map(|t| {
+                        let status = if ran.contains(t) {
+                            r.status(t)
+                        } else {
+                            before.map_or("-", |l| l.status(t)).to_string()
+                        };
+                        (t.clone(), status)
+                    })
+                    .collect();
+                let listed = Listed {
+                    reference: r.reference.status(),
+                    compiled,
+                };
+                (name.clone(), listed)
+            })
+            .collect();
+        Manifest { targets, cases }
+    }
+
+    /// The manifest text: a header naming the columns, then `NAME REF | T1 | T2 ...` per
+    /// case, sorted by name.
+    pub fn write(&self) -> String {
+        let mut out = format!(
+            "# ONNX backend node tests (onnx 1.23.2), with the package's pytorch-converted and\n\
+             # pytorch-operator cases, on kiln's reference interpreter and on each compiled target.\n\
+             # Generated by `KILN_ONNX_WRITE_MANIFEST=1 cargo test -p kiln-testsuite --test onnx_node`;\n\
+             # do not edit. One case per line: NAME REF | one status per target column, where REF\n\
+             # (the reference interpreter) is pass, unsupported(what) or known-failure(why), and a\n\
+             # target's status (the graph executor at opt level {OPT_LEVEL}, run only for cases that\n\
+             # pass on REF) is pass, unsupported(what the backend declares or refuses),\n\
+             # known-failure(why) or - (not run). The columns are fixed (cpu, vulkan, cuda); a run\n\
+             # rewrites only the columns whose device the machine has (CI: cpu, and vulkan on\n\
+             # lavapipe; cuda only on a machine with a CUDA device) and keeps the others.\n\
+             {COLUMNS}"
+        );
+        for t in &self.targets {
+            out.push_str(&format!(" | {t}"));
+        }
+        out.push('\n');
+        for (name, l) in &self.cases {
+            out.push_str(&format!("{name} {}", l.reference));
+            for t in &self.targets {
+                out.push_str(&format!(" | {}", l.status(t)));
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Parses manifest text. Without a columns header (the older format) the columns are
+    /// `REF | cpu`; a line without a `|` (the oldest, reference-only format) lists every
+    /// target as `-`.
+    pub fn parse(text: &str) -> Manifest {
+        let targets: Vec<String> = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(COLUMNS))
+            .map_or_else(
+                || vec!["cpu".to_string()],
+                |rest| {
+                    rest.split('|')
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty())
+                        .map(str::to_string)
+                        .collect()
                 },
-            ))
-        })
-        .collect()
+            );
+        let cases = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .filter_map(|l| {
+                let (name, rest) = l.split_once(' ')?;
+                let mut cols = rest.split('|').map(str::trim);
+                let reference = cols.next()?.to_string();
+                let compiled = targets
+                    .iter()
+                    .zip(cols)
+                    .map(|(t, s)| (t.clone(), s.to_string()))
+                    .collect();
+                Some((
+                    name.to_string(),
+                    Listed {
+                        reference,
+                        compiled,
+                    },
+                ))
+            })
+            .collect();
+        Manifest { targets, cases }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn result(reference: Outcome, compiled: &[(&str, Outcome)]) -> CaseResult {
+        CaseResult {
+            reference,
+            compiled: compiled
+                .iter()
+                .map(|(t, o)| (t.to_string(), o.clone()))
+                .collect(),
+        }
+    }
+
+    fn listed(reference: &str, compiled: &[(&str, &str)]) -> Listed {
+        Listed {
+            reference: reference.into(),
+            compiled: compiled
+                .iter()
+                .map(|(t, s)| (t.to_string(), s.to_string()))
+                .collect(),
+        }
+    }
+
     #[test]
     fn manifest_round_trips() {
-        let r = |reference, cpu| CaseResult { reference, cpu };
         let results = vec![
             (
                 "test_b".to_string(),
-                r(Outcome::Fail("x\ny|z".into()), None),
+                result(Outcome::Fail("x\ny|z".into()), &[]),
             ),
-            ("test_a".to_string(), r(Outcome::Pass, Some(Outcome::Pass))),
+            (
+                "test_a".to_string(),
+                result(
+                    Outcome::Pass,
+                    &[("cpu", Outcome::Pass), ("vulkan", Outcome::Pass)],
+                ),
+            ),
             (
                 "test_c".to_string(),
-                r(Outcome::Unsupported("Foo".into()), None),
+                result(Outcome::Unsupported("Foo".into()), &[]),
             ),
             (
                 "test_d".to_string(),
-                r(Outcome::Pass, Some(Outcome::Fail("off by one".into()))),
+                result(
+                    Outcome::Pass,
+                    &[
+                        ("cpu", Outcome::Fail("off by one".into())),
+                        ("vulkan", Outcome::Unsupported("float64".into())),
+                    ],
+                ),
             ),
         ];
-        let text = write_manifest(&results);
-        let m = parse_manifest(&text);
-        let listed = |reference: &str, cpu: &str| Listed {
-            reference: reference.into(),
-            cpu: cpu.into(),
-        };
-        assert_eq!(m["test_a"], listed("pass", "pass"));
-        assert_eq!(m["test_b"], listed("known-failure(x y/z)", "-"));
-        assert_eq!(m["test_c"], listed("unsupported(Foo)", "-"));
-        assert_eq!(m["test_d"], listed("pass", "known-failure(off by one)"));
-        // The older one-column format reads as not run on cpu.
-        assert_eq!(
-            parse_manifest("test_e pass\n")["test_e"],
-            listed("pass", "-")
+        let ran = ["cpu".to_string(), "vulkan".to_string()];
+        let m = Manifest::from_results(&results, &ran, &Manifest::default());
+        let text = m.write();
+        assert!(
+            text.contains("\n# columns: NAME REF | cpu | vulkan | cuda\n"),
+            "{text}"
         );
+        assert!(text.contains("\ntest_a pass | pass | pass | -\n"), "{text}");
+        let back = Manifest::parse(&text);
+        assert_eq!(back, m);
+        let all = |s: &'static str| [("cpu", s), ("vulkan", s), ("cuda", s)];
+        assert_eq!(
+            back.cases["test_a"],
+            listed(
+                "pass",
+                &[("cpu", "pass"), ("vulkan", "pass"), ("cuda", "-")]
+            )
+        );
+        assert_eq!(
+            back.cases["test_b"],
+            listed("known-failure(x y/z)", &all("-"))
+        );
+        assert_eq!(back.cases["test_c"], listed("unsupported(Foo)", &all("-")));
+        assert_eq!(
+            back.cases["test_d"],
+            listed(
+                "pass",
+                &[
+                    ("cpu", "known-failure(off by one)"),
+                    ("vulkan", "unsupported(float64)"),
+                    ("cuda", "-")
+                ]
+            )
+        );
+    }
+
+    #[test]
+    fn a_column_not_run_keeps_the_previous_manifest() {
+        let before = Manifest::parse(
+            "# columns: NAME REF | cpu | vulkan | cuda\n\
+             test_a pass | pass | known-failure(old) | pass\n",
+        );
+        let results = vec![
+            (
+                "test_a".to_string(),
+                result(Outcome::Pass, &[("cpu", Outcome::Pass)]),
+            ),
+            (
+                "test_new".to_string(),
+                result(Outcome::Pass, &[("cpu", Outcome::Pass)]),
+            ),
+        ];
+        let m = Manifest::from_results(&results, &["cpu".to_string()], &before);
+        assert_eq!(
+            m.cases["test_a"],
+            listed(
+                "pass",
+                &[
+                    ("cpu", "pass"),
+                    ("vulkan", "known-failure(old)"),
+                    ("cuda", "pass")
+                ]
+            )
+        );
+        assert_eq!(
+            m.cases["test_new"],
+            listed("pass", &[("cpu", "pass"), ("vulkan", "-"), ("cuda", "-")])
+        );
+    }
+
+    #[test]
+    fn older_manifest_formats_parse() {
+        // `REF | CPU` without a columns header.
+        let m = Manifest::parse("test_e pass | pass\n");
+        assert_eq!(m.targets, ["cpu"]);
+        assert_eq!(m.cases["test_e"], listed("pass", &[("cpu", "pass")]));
+        // The reference-only format reads as not run on any target.
+        let m = Manifest::parse("test_f pass\n");
+        assert_eq!(m.cases["test_f"].status("cpu"), "-");
+        assert_eq!(m.cases["test_f"].status("vulkan"), "-");
     }
 
     #[test]

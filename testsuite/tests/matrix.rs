@@ -13,11 +13,23 @@ fn manifest_totals() {
         "# comment\ntest_a pass | pass\ntest_b unsupported(Foo) | -\ntest_c pass | known-failure(x)\n",
     )
     .unwrap();
-    assert_eq!(t[&("ref", "pass".to_string())], 2);
-    assert_eq!(t[&("ref", "unsupported".to_string())], 1);
-    assert_eq!(t[&("cpu", "-".to_string())], 1);
-    assert_eq!(t[&("cpu", "known-failure".to_string())], 1);
+    let at = |col: &str, word: &str| t[&(col.to_string(), word.to_string())];
+    assert_eq!(at("ref", "pass"), 2);
+    assert_eq!(at("ref", "unsupported"), 1);
+    assert_eq!(at("cpu", "-"), 1);
+    assert_eq!(at("cpu", "known-failure"), 1);
     assert!(onnx_totals("test_a pass").unwrap_err().contains("line 1"));
+    // A columns header names the compiled targets.
+    let t = onnx_totals(
+        "# columns: NAME REF | cpu | vulkan\ntest_a pass | pass | unsupported(float64)\n",
+    )
+    .unwrap();
+    assert_eq!(t[&("vulkan".to_string(), "unsupported".to_string())], 1);
+    assert!(
+        onnx_totals("# columns: NAME REF | cpu | vulkan\ntest_a pass | pass\n")
+            .unwrap_err()
+            .contains("line 2")
+    );
 }
 
 #[test]

@@ -1,37 +1,53 @@
 //! ONNX's own backend node tests, run through `from_onnx` on the reference interpreter
-//! and, for every case that passes there, on `cpu` (the graph executor over Cranelift).
+//! and, for every case that passes there, on each compiled target of the manifest's
+//! columns that this machine has a device for (`cpu` always; `vulkan` where a Vulkan
+//! device exists — lavapipe in CI; `cuda` where a CUDA device exists).
 //!
 //! The cases come from `frontend-onnx/scripts/gen_node_tests.py`, which writes the
 //! `collect_testcases()` of the pinned `onnx` package in ONNX's standard layout into the
 //! directory named by `KILN_ONNX_NODE_TESTS` (`.ci/run` does this). Every case's status
-//! on both backends is checked against `testsuite/onnx_node_manifest.txt`: the test fails
-//! when a case the manifest lists as `pass` on a backend does not pass there. Without the
-//! directory the test prints `SKIP` and returns, except under `CI=true`, where the
-//! directory must exist.
+//! on each target run is checked against `testsuite/onnx_node_manifest.txt`: the test
+//! fails when a case the manifest lists as `pass` on a target does not pass there; a
+//! column whose target has no device here is not checked (under `CI=true` the `vulkan`
+//! column must run). Without the directory the test prints `SKIP` and returns, except
+//! under `CI=true`, where the directory must exist.
 //!
 //! The directory also holds the ready-made cases the `onnx` package ships under
 //! `backend/test/data/pytorch-converted` and `pytorch-operator` (the script copies them);
 //! the manifest lists them too.
 //!
+//! `KILN_ONNX_ONLY=NAME` runs one case and prints its outcomes in full, checking nothing.
+//!
 //! `KILN_ONNX_WRITE_MANIFEST=1` rewrites the manifest from this run's results instead of
-//! checking it (the manifest is generated, never edited by hand). Cases run on as many
-//! threads as the machine has cores (`KILN_ONNX_THREADS` overrides).
+//! checking it (the manifest is generated, never edited by hand); the columns of targets
+//! not run keep their entries. Cases run on as many threads as the machine has cores
+//! (`KILN_ONNX_THREADS` overrides).
 //!
 //! Either way the run must meet the ONNX issue's acceptance: at least [`MIN_PASSING`]
-//! cases pass on both backends, and every op of [`ISSUE_OPS`] has a node test of its
-//! own (a model made of that op only) that passes on both.
+//! cases pass on both the reference interpreter and `cpu`, and every op of [`ISSUE_OPS`]
+//! and [`COVERAGE_OPS`] has a node test of its own (a model made of that op only) that
+//! passes on both; and the SPIR-V issue's: when `vulkan` runs, at least
+//! [`MIN_VULKAN_SHARE`] of the cases passing on `cpu` pass on `vulkan` (printed, not yet
+//! asserted).
 
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use kiln_testsuite::onnx_node::{CaseResult, Outcome, parse_manifest, run_case, write_manifest};
+use kiln_testsuite::onnx_node::{
+    CaseResult, MANIFEST_TARGETS, Manifest, Outcome, manifest_backends, run_case_on,
+};
+use kiln_testsuite::suite::ExecBackend;
 
 const MANIFEST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/onnx_node_manifest.txt");
 
-/// The fewest cases that must pass on both the reference interpreter and `cpu`.
-const MIN_PASSING: usize = 400;
+/// The fewest cases that must pass on both the reference interpreter and `cpu` (the
+/// ONNX-coverage issue's acceptance).
+const MIN_PASSING: usize = 1700;
+
+/// The least share of the cases passing on `cpu` that must pass on `vulkan`.
+const MIN_VULKAN_SHARE: f64 = 0.95;
 
 /// The ops the ONNX frontend issue lists (what ResNet, MobileNet-v2, SqueezeNet,
 /// Inception, DenseNet, VGG, an MLP and a BERT-style encoder use). ONNX has node tests
@@ -105,6 +121,40 @@ const ISSUE_OPS: &[&str] = &[
     "ArgMax",
 ];
 
+/// The ops the ONNX-coverage issue names (models exported today: trig, detection,
+/// einsum, control flow, bit and quantized ops); each needs a passing single-op node
+/// test too. `If` and `Loop` are not here: ONNX's single-op cases of both take their
+/// course from run-time data, which kiln refuses by design (they pass inside the
+/// expanded-function cases, e.g. `Range`'s, and in `frontend-onnx/tests/control_flow.rs`).
+const COVERAGE_OPS: &[&str] = &[
+    "Sin",
+    "Cos",
+    "Tan",
+    "Asin",
+    "Acos",
+    "Atan",
+    "Sinh",
+    "Cosh",
+    "Asinh",
+    "Acosh",
+    "Atanh",
+    "TopK",
+    "ArgMin",
+    "Unique",
+    "NonMaxSuppression",
+    "RoiAlign",
+    "GridSample",
+    "Einsum",
+    "Scan",
+    "BitShift",
+    "BitCast",
+    "QLinearMatMul",
+    "QLinearConv",
+    "MatMulInteger",
+    "ConvInteger",
+    "DynamicQuantizeLinear",
+];
+
 /// The op types of the nodes of `dir/model.onnx`'s graph (empty if it does not read).
 fn model_ops(dir: &Path) -> Vec<String> {
     let Ok(bytes) = std::fs::read(dir.join("model.onnx")) else {
@@ -124,7 +174,7 @@ fn model_ops(dir: &Path) -> Vec<String> {
 fn check_acceptance(dir: &Path, results: &[(String, CaseResult)]) {
     let both: Vec<&String> = results
         .iter()
-        .filter(|(_, r)| r.reference == Outcome::Pass && r.cpu == Some(Outcome::Pass))
+        .filter(|(_, r)| r.reference == Outcome::Pass && r.passes("cpu"))
         .map(|(n, _)| n)
         .collect();
     assert!(
@@ -137,30 +187,53 @@ fn check_acceptance(dir: &Path, results: &[(String, CaseResult)]) {
         let ops = model_ops(&dir.join(name));
         if let Some(first) = ops.first()
             && ops.iter().all(|o| o == first)
-            && let Some(&op) = ISSUE_OPS.iter().find(|&&op| op == first)
+            && let Some(&op) = ISSUE_OPS
+                .iter()
+                .chain(COVERAGE_OPS)
+                .find(|&&op| op == first)
         {
             covered.entry(op).or_insert(name);
         }
     }
     let missing: Vec<&str> = ISSUE_OPS
         .iter()
+        .chain(COVERAGE_OPS)
         .copied()
         .filter(|op| !covered.contains_key(op))
         .collect();
     println!(
         "issue ops with a passing single-op node test on both backends: {}/{}",
         covered.len(),
-        ISSUE_OPS.len()
+        ISSUE_OPS.len() + COVERAGE_OPS.len()
     );
     assert!(
         missing.is_empty(),
         "ops of the issue's list without a single-op node test passing on both the \
          reference interpreter and cpu: {missing:?}"
     );
+    let ran_vulkan = results.iter().any(|(_, r)| r.on("vulkan").is_some());
+    if ran_vulkan {
+        let on_cpu = results.iter().filter(|(_, r)| r.passes("cpu"));
+        let cpu = on_cpu.clone().count();
+        let both = on_cpu.filter(|(_, r)| r.passes("vulkan")).count();
+        let share = both as f64 / cpu.max(1) as f64;
+        println!(
+            "cases passing on cpu that pass on vulkan: {both}/{cpu} ({:.1}%)",
+            share * 100.0
+        );
+        // Not asserted yet: the SPIR-V issue's line is unmet while float64, int16 and the
+        // unsigned wide dtypes are unsupported on vulkan (the manifest keeps what passes).
+        if share < MIN_VULKAN_SHARE {
+            println!(
+                "below the SPIR-V issue's line: at least {:.0}% must pass",
+                MIN_VULKAN_SHARE * 100.0
+            );
+        }
+    }
 }
 
 /// Runs every case in `names` under `dir`, on worker threads, in `names`' order.
-fn run_all(dir: &Path, names: &[String]) -> Vec<(String, CaseResult)> {
+fn run_all(dir: &Path, names: &[String], backends: &[ExecBackend]) -> Vec<(String, CaseResult)> {
     let threads = std::env::var("KILN_ONNX_THREADS")
         .ok()
         .and_then(|s| s.parse::<usize>().ok())
@@ -174,7 +247,7 @@ fn run_all(dir: &Path, names: &[String]) -> Vec<(String, CaseResult)> {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(name) = names.get(i) else { break };
-                    let r = run_case(&dir.join(name));
+                    let r = run_case_on(&dir.join(name), backends);
                     results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
                 }
             });
@@ -185,9 +258,8 @@ fn run_all(dir: &Path, names: &[String]) -> Vec<(String, CaseResult)> {
         .iter()
         .zip(results)
         .map(|(n, r)| {
-            let r = r.unwrap_or(CaseResult {
-                reference: Outcome::Fail("the runner lost this case".into()),
-                cpu: None,
+            let r = r.unwrap_or_else(|| {
+                CaseResult::reference_only(Outcome::Fail("the runner lost this case".into()))
             });
             (n.clone(), r)
         })
@@ -218,9 +290,30 @@ fn onnx_node_tests_match_the_manifest() {
         .collect();
     names.sort();
     assert!(!names.is_empty(), "no test cases under {}", dir.display());
+    // A debugging aid: `KILN_ONNX_ONLY=NAME` runs that case alone and prints its outcome
+    // on every target in full, checking nothing.
+    if let Ok(only) = std::env::var("KILN_ONNX_ONLY") {
+        let r = run_case_on(&dir.join(&only), &manifest_backends());
+        println!("{only} on ref: {:?}", r.reference);
+        for (t, o) in &r.compiled {
+            println!("{only} on {t}: {o:?}");
+        }
+        return;
+    }
 
+    let backends = manifest_backends();
+    let ran: Vec<String> = backends.iter().map(|b| b.name.clone()).collect();
+    for t in MANIFEST_TARGETS {
+        if !ran.iter().any(|r| r == t) {
+            println!("SKIP the `{t}` column: this machine has no device for it");
+        }
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true") || ran.iter().any(|t| t == "vulkan"),
+        "CI=true but no Vulkan device was found for the `vulkan` column (.ci/run installs lavapipe)"
+    );
     let start = Instant::now();
-    let results = run_all(dir, &names);
+    let results = run_all(dir, &names, &backends);
     let secs = start.elapsed().as_secs_f64();
     let count = |f: &dyn Fn(&CaseResult) -> bool| results.iter().filter(|(_, r)| f(r)).count();
     println!(
@@ -230,50 +323,60 @@ fn onnx_node_tests_match_the_manifest() {
         count(&|r| matches!(r.reference, Outcome::Unsupported(_))),
         count(&|r| matches!(r.reference, Outcome::Fail(_))),
     );
-    println!(
-        "onnx node tests on cpu (cases passing on the reference interpreter): {} run, {} pass, {} known failures",
-        count(&|r| r.cpu.is_some()),
-        count(&|r| r.cpu == Some(Outcome::Pass)),
-        count(&|r| r.cpu.as_ref().is_some_and(|o| *o != Outcome::Pass)),
-    );
-    println!("ran in {secs:.1} s");
+    for t in &ran {
+        println!(
+            "onnx node tests on {t} (cases passing on the reference interpreter): {} run, {} pass, {} unsupported, {} known failures",
+            count(&|r| r.on(t).is_some()),
+            count(&|r| r.passes(t)),
+            count(&|r| matches!(r.on(t), Some(Outcome::Unsupported(_)))),
+            count(&|r| matches!(r.on(t), Some(Outcome::Fail(_)))),
+        );
+    }
+    println!("ran in {secs:.1} s on {}", ran.join(", "));
 
+    let expected = Manifest::parse(&std::fs::read_to_string(MANIFEST).unwrap_or_default());
     if std::env::var("KILN_ONNX_WRITE_MANIFEST").as_deref() == Ok("1") {
-        std::fs::write(MANIFEST, write_manifest(&results)).expect("write the manifest");
+        let m = Manifest::from_results(&results, &ran, &expected);
+        std::fs::write(MANIFEST, m.write()).expect("write the manifest");
         println!("wrote {MANIFEST}");
         check_acceptance(dir, &results);
         return;
     }
     check_acceptance(dir, &results);
 
-    let manifest = std::fs::read_to_string(MANIFEST).unwrap_or_default();
-    let expected = parse_manifest(&manifest);
     let mut regressions = vec![];
     let mut newly_passing = vec![];
     for (name, r) in &results {
-        let listed = expected.get(name);
+        let listed = expected.cases.get(name);
         let ref_listed = listed.is_some_and(|l| l.reference == "pass");
-        let cpu_listed = listed.is_some_and(|l| l.cpu == "pass");
         let ref_pass = r.reference == Outcome::Pass;
-        let cpu_pass = r.cpu == Some(Outcome::Pass);
         if ref_listed && !ref_pass {
             regressions.push(format!("{name} on ref: {}", r.reference.status()));
         }
-        if cpu_listed && !cpu_pass {
-            regressions.push(format!("{name} on cpu: {}", r.cpu_status()));
+        let mut new = ref_pass && !ref_listed;
+        for t in &ran {
+            let t_listed = listed.is_some_and(|l| l.status(t) == "pass");
+            if t_listed && !r.passes(t) {
+                regressions.push(format!("{name} on {t}: {}", r.status(t)));
+            }
+            new |= r.passes(t) && !t_listed;
         }
-        if (ref_pass && !ref_listed) || (cpu_pass && !cpu_listed) {
+        if new {
             newly_passing.push(name.clone());
         }
     }
     let missing: Vec<&String> = expected
+        .cases
         .iter()
-        .filter(|(n, l)| (l.reference == "pass" || l.cpu == "pass") && !names.contains(n))
+        .filter(|(n, l)| {
+            (l.reference == "pass" || l.compiled.values().any(|s| s == "pass"))
+                && !names.contains(n)
+        })
         .map(|(n, _)| n)
         .collect();
     if !newly_passing.is_empty() {
         println!(
-            "{} case(s) pass on a backend where they are not listed as passing (regenerate the manifest): {}",
+            "{} case(s) pass on a target where they are not listed as passing (regenerate the manifest): {}",
             newly_passing.len(),
             newly_passing.join(", ")
         );

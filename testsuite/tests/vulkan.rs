@@ -158,9 +158,10 @@ fn every_zoo_and_op_kernel_passes_spirv_val() {
     }
 }
 
-/// A library's calls are timed on the device: after a synchronized sequence of calls,
-/// `last_times` has one positive time per call, named by its kernel; a kernel dividing
-/// by a zero read from memory reports the division as the call's error.
+/// A library's calls are timed on the device: a timing session around a sequence of
+/// calls gives one positive time per call, with its kernel; outside a session nothing
+/// is kept; a kernel dividing by a zero read from memory reports the division as the
+/// call's error.
 #[test]
 fn calls_are_timed_and_division_by_zero_is_reported() {
     use kiln::KernelLibrary;
@@ -188,23 +189,230 @@ fn calls_are_timed_and_division_by_zero_is_reported() {
     lib.copy_to_device(&*a, &bytes(&[-7; 64])).unwrap();
     lib.copy_to_device(&*b, &bytes(&[2; 64])).unwrap();
     let args = [a.clone(), b.clone(), out.clone()];
+    let timing = lib.begin_timing();
+    assert_eq!(timing, gpu.timestamp_ns().is_some());
     for _ in 0..3 {
         lib.call(0, &args).unwrap();
     }
-    lib.synchronize().unwrap();
+    // A copy submits the calls queued so far; the session spans submissions.
     let mut got = vec![0u8; 256];
     lib.copy_to_host(&*out, &mut got).unwrap();
     assert_eq!(got, bytes(&[1; 64]), "floor_mod(-7, 2)");
-    if gpu.timestamp_ns().is_some() {
-        let times = lib.last_times().expect("timed");
-        assert_eq!(times.len(), 3, "{times:?}");
+    lib.call(0, &args).unwrap();
+    let times = lib.end_timing().unwrap();
+    if timing {
+        let times = times.expect("a session was open");
+        assert!(times.clock.contains("timestamp"), "{}", times.clock);
+        assert_eq!(times.calls.len(), 4, "{times:?}");
         assert!(
-            times.iter().all(|(k, us)| k == &ks[0].name && *us > 0.0),
+            times.calls.iter().all(|&(k, s)| k == 0 && s > 0.0),
             "{times:?}"
         );
     }
+    // Without a session nothing is timed.
+    lib.call(0, &args).unwrap();
+    lib.synchronize().unwrap();
+    assert_eq!(lib.end_timing().unwrap(), None);
     lib.copy_to_device(&*b, &bytes(&[0; 64])).unwrap();
     lib.call(0, &args).unwrap();
     let e = lib.synchronize().unwrap_err().to_string();
     assert!(e.contains("division by zero"), "{e}");
+}
+
+/// A launch over more workgroups than one dispatch axis takes (lavapipe's
+/// `maxComputeWorkGroupCount` is 65,535 on each axis): 70,000 × 3 blocks of 2 threads are
+/// folded over the dispatch's x, y and z and give the loop-IR interpreter's values.
+#[test]
+fn a_grid_past_the_dispatch_limit_is_folded() {
+    use kiln::KernelLibrary;
+    use kiln_backend_spirv::vulkan::VulkanLibrary;
+    if vulkan().is_none() {
+        return;
+    }
+    let gpu = kiln_backend_spirv::VulkanBackend::probe().unwrap();
+    let f = kiln_te::tir::parse(
+        "primfn @wide(%a: Buffer[(3, 140000), float32, global], out %c: Buffer[(3, 140000), float32, global]) {
+  launch_thread blockIdx.y (%y, 0, 3) {
+    launch_thread blockIdx.x (%x, 0, 70000) {
+      launch_thread threadIdx.x (%t, 0, 2) {
+        %c[%y, %x * 2 + %t] = %a[%y, %x * 2 + %t] * 2.0 + cast(float32, %y)
+      }
+    }
+  }
+}",
+    )
+    .unwrap();
+    let program = compile_module(std::slice::from_ref(&f), &gpu.features).unwrap();
+    let launch = &program[0].launches[0].launch;
+    assert!(launch.folded(), "{launch:?}");
+    assert!(
+        launch
+            .groups
+            .iter()
+            .zip(gpu.features.max_group_count)
+            .all(|(&g, m)| g <= m),
+        "{launch:?}"
+    );
+    let a = NDArray::random_uniform(vec![3, 140000], DType::F32, 3, -1.0, 1.0);
+    let want = kiln_te::tir::interp::run_with_inputs(&f, std::slice::from_ref(&a)).unwrap();
+    let lib = VulkanLibrary::new(gpu.clone(), program).unwrap();
+    let bytes = a.to_le_bytes();
+    let (da, dc) = (
+        lib.alloc(bytes.len()).unwrap(),
+        lib.alloc(bytes.len()).unwrap(),
+    );
+    lib.copy_to_device(&*da, &bytes).unwrap();
+    lib.call(0, &[da, dc.clone()]).unwrap();
+    lib.synchronize().unwrap();
+    let mut got = vec![0u8; bytes.len()];
+    lib.copy_to_host(&*dc, &mut got).unwrap();
+    let got = NDArray::from_le_bytes(vec![3, 140000], DType::F32, &got).unwrap();
+    assert_eq!(got, want[0]);
+}
+
+/// `benchmark` and the debug executor's profile time `vulkan` kernels with the device's
+/// timestamp queries: the clock says so, and every kernel call's time is positive.
+#[test]
+fn benchmark_and_profile_use_device_time() {
+    use kiln::{BenchmarkOptions, Clock, DebugExecutor};
+    let Some(r) = vulkan() else { return };
+    let gpu = kiln_backend_spirv::VulkanBackend::probe().unwrap();
+    if gpu.timestamp_ns().is_none() {
+        println!("SKIP: the device's queue has no timestamps");
+        return;
+    }
+    let (m, params) = kiln_ir::zoo::by_name("mlp").unwrap();
+    let built = r.build(&m, "vulkan", &params, 3).expect("builds");
+    let x = NDArray::random_uniform(vec![1, 1, 28, 28], DType::F32, 7, -1.0, 1.0);
+    let mut ex = built.create_executor().unwrap();
+    ex.set_input("data", &x).unwrap();
+    let opts = BenchmarkOptions {
+        repeat: 2,
+        number: 2,
+        ..BenchmarkOptions::default()
+    };
+    let b = ex.benchmark(&opts).unwrap();
+    assert!(
+        matches!(&b.clock, Clock::Device(how) if how.contains("timestamp")),
+        "{b:?}"
+    );
+    assert_eq!(b.results.len(), 2);
+    assert!(b.results.iter().all(|&s| s > 0.0), "{b:?}");
+    // End to end includes the copies, which only the host clock sees.
+    let e2e = ex
+        .benchmark(&BenchmarkOptions {
+            end_to_end: true,
+            ..opts
+        })
+        .unwrap();
+    assert_eq!(e2e.clock, Clock::Host);
+
+    let mut dbg = DebugExecutor::new(&built.module).unwrap();
+    dbg.set_input("data", &x).unwrap();
+    let p = dbg.profile(3).unwrap();
+    assert!(matches!(&p.clock, Clock::Device(_)), "{:?}", p.clock);
+    let kernels = built
+        .module
+        .graph()
+        .nodes
+        .iter()
+        .filter(|n| n.func_name().is_some());
+    assert_eq!(p.rows.len(), kernels.count(), "one row per kernel call");
+    assert!(p.rows.iter().all(|r| r.time_us > 0.0), "{p}");
+}
+
+/// int16, uint16 and uint32 (int16/uint16 held in int32, uint32 zero-extended in int64)
+/// at their extremes: every binary op and casts to and from every other integer width
+/// and float32 equal the reference exactly on every backend, vulkan included.
+#[test]
+fn narrow_and_unsigned_integers_at_their_extremes() {
+    use kiln_ir::op::{Binary, BinaryKind, Cast};
+    use kiln_testsuite::ops::{Arg, EXACT, check_all, one_op, tt};
+    if vulkan().is_none() {
+        return;
+    }
+    for (dtype, lo, hi) in [
+        (DType::I16, i16::MIN as i64, i16::MAX as i64),
+        (DType::U16, 0, u16::MAX as i64),
+        (DType::U32, 0, u32::MAX as i64),
+    ] {
+        let a = [lo, hi, 0, 1, hi - 1, lo + 1, 7, hi / 2, 3, 2, hi, 5];
+        let b = [1, 2, hi, 3, hi, 7, lo + 2, 2, hi, lo + 1, hi, 5];
+        let n = a.len();
+        let typed = |v: &[i64]| {
+            NDArray::new(
+                vec![n],
+                kiln_ir::tensor::Data::from_i64(dtype, v.iter().copied()),
+            )
+            .unwrap()
+        };
+        let t2 = [Arg::T(tt(&[n], dtype)), Arg::T(tt(&[n], dtype))];
+        for kind in BinaryKind::ALL {
+            // Divisors without zero (integer division by zero is an error everywhere).
+            let Ok((m, params)) = one_op(Binary::new(kind), &t2) else {
+                continue;
+            };
+            let (x, y) = match kind {
+                BinaryKind::Power => (typed(&[2; 12]), typed(&[3; 12])),
+                _ => (typed(&a), typed(&b)),
+            };
+            check_all(&m, &params, &[x, y], EXACT)
+                .unwrap_or_else(|e| panic!("{dtype} {}: {e}", kind.name()));
+        }
+        for to in [
+            DType::I8,
+            DType::U8,
+            DType::I16,
+            DType::U16,
+            DType::I32,
+            DType::U32,
+            DType::I64,
+            DType::F32,
+        ] {
+            let (m, params) = one_op(Cast::new(to), &[Arg::T(tt(&[n], dtype))]).unwrap();
+            check_all(&m, &params, &[typed(&a)], EXACT)
+                .unwrap_or_else(|e| panic!("cast {dtype} to {to}: {e}"));
+            // And back, from values past the narrower range.
+            let (m, params) = one_op(Cast::new(dtype), &[Arg::T(tt(&[n], to))]).unwrap();
+            let wide = [
+                i64::from(i32::MIN),
+                -1,
+                70_000,
+                1 << 33,
+                255,
+                -129,
+                0,
+                1,
+                2,
+                3,
+                4,
+                5,
+            ];
+            let x = if to == DType::F32 {
+                let f = [
+                    -1.0e10f32,
+                    -1.5,
+                    70_000.7,
+                    5.0e9,
+                    255.0,
+                    -129.0,
+                    0.0,
+                    1.0,
+                    f32::NAN,
+                    3.0,
+                    65_535.5,
+                    1e30,
+                ];
+                NDArray::from_vec([n], f.to_vec()).unwrap()
+            } else {
+                NDArray::new(
+                    vec![n],
+                    kiln_ir::tensor::Data::from_i64(to, wide.iter().copied()),
+                )
+                .unwrap()
+            };
+            check_all(&m, &params, &[x], EXACT)
+                .unwrap_or_else(|e| panic!("cast {to} to {dtype}: {e}"));
+        }
+    }
 }

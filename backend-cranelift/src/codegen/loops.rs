@@ -79,12 +79,6 @@ impl Cx<'_, '_> {
                         return self.vector_loop(*var, d, *min, *extent, unroll, body, &guards);
                     }
                 }
-                if unroll
-                    && *kind != ForKind::Parallel
-                    && self.interchange(*var, d, *min, *extent, body)?
-                {
-                    return Ok(());
-                }
                 match kind {
                     ForKind::Parallel if self.outline && *extent > 1 => {
                         self.parallel(*var, *min, *extent, body)
@@ -289,11 +283,5 @@ impl Cx<'_, '_> {
             bufs,
         });
         Ok(())
-    }
-
-    pub(super) fn bind_const(&mut self, v: VarId, d: DType, c: i64) {
-        let x = self.iconst(cl_ty(d), c);
-        self.vars[v.index()] = Some((x, d));
-        self.consts[v.index()] = Some(c);
     }
 }

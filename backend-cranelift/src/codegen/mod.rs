@@ -39,8 +39,7 @@
 //!
 //! This file holds the driver (the JIT module, one [`Cx`] per function, its basic
 //! helpers); the translation is split by concern: `loops` (statements and loops),
-//! `vector` (f32x4 loops), `interchange` (the conv-tile loop interchange), `memory`
-//! (allocations, addresses, promoted buffers), `exprs` (expressions and intrinsics).
+//! `vector` (f32x4 loops), `memory` (allocations, addresses, promoted buffers), `exprs` (expressions and intrinsics).
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -67,7 +66,6 @@ use crate::simd::{self, LANES};
 use kiln_te::tir::visit::deep;
 
 mod exprs;
-mod interchange;
 mod loops;
 mod memory;
 mod microkernel;

@@ -38,9 +38,22 @@ impl Gen<'_> {
                 let r = self.b.shift_right_arithmetic(t, None, l, s);
                 self.ok(r)?
             }
-            DType::U8 => {
+            DType::I16 => {
                 let t = self.ty(DType::I32)?;
-                let m = self.const_i32(255);
+                let s = self.const_i32(16);
+                let l = self.b.shift_left_logical(t, None, v.id, s);
+                let l = self.ok(l)?;
+                let r = self.b.shift_right_arithmetic(t, None, l, s);
+                self.ok(r)?
+            }
+            DType::U8 | DType::U16 | DType::U32 => {
+                let t = self.ty(v.dtype)?;
+                let mask = match v.dtype {
+                    DType::U8 => 0xff,
+                    DType::U16 => 0xffff,
+                    _ => 0xffff_ffff,
+                };
+                let m = self.const_int(mask, v.dtype)?;
                 let r = self.b.bitwise_and(t, None, v.id, m);
                 self.ok(r)?
             }
@@ -194,8 +207,8 @@ impl Gen<'_> {
         for (e, &ext) in indices.iter().zip(&b.shape) {
             let i = self.expr(e)?;
             let i = match i.dtype {
-                DType::I32 | DType::I8 | DType::U8 => i.id,
-                DType::I64 => {
+                DType::I32 | DType::I8 | DType::U8 | DType::I16 | DType::U16 => i.id,
+                DType::I64 | DType::U32 => {
                     let r = self.b.s_convert(int, None, i.id);
                     self.ok(r)?
                 }
@@ -252,11 +265,18 @@ impl Gen<'_> {
                 let r = self.b.f_convert(t, None, raw);
                 self.ok(r)?
             }
-            DType::I8 => {
+            DType::I8 | DType::I16 => {
                 let r = self.b.s_convert(t, None, raw);
                 self.ok(r)?
             }
-            DType::U8 => {
+            DType::U32 => {
+                let u = self.b.type_int(64, 0);
+                let r = self.b.u_convert(u, None, raw);
+                let r = self.ok(r)?;
+                let r = self.b.bitcast(t, None, r);
+                self.ok(r)?
+            }
+            DType::U8 | DType::U16 => {
                 // OpUConvert yields an unsigned type; the value fits int32 as it is.
                 let u = self.b.type_int(32, 0);
                 let r = self.b.u_convert(u, None, raw);
@@ -278,6 +298,8 @@ impl Gen<'_> {
         Ok(match d {
             DType::F16 => self.f16_ty()?,
             DType::I8 | DType::U8 | DType::Bool => self.b.type_int(8, 0),
+            DType::I16 | DType::U16 => self.int16_ty(d)?,
+            DType::U32 => self.b.type_int(32, 0),
             _ => self.ty(d)?,
         })
     }
@@ -303,7 +325,7 @@ impl Gen<'_> {
                     let r = self.b.f_convert(st, None, v.id);
                     self.ok(r)?
                 }
-                DType::I8 | DType::U8 => {
+                DType::I8 | DType::U8 | DType::I16 | DType::U16 | DType::U32 => {
                     let r = self.b.u_convert(st, None, v.id);
                     self.ok(r)?
                 }
@@ -512,7 +534,7 @@ impl Gen<'_> {
         let (ax, x_neg) = magnitude(self, x)?;
         let (ay, y_neg) = magnitude(self, y)?;
         // OpUDiv/OpUMod take unsigned types: the magnitudes' bits, reinterpreted.
-        let u = self.b.type_int(if d == DType::I64 { 64 } else { 32 }, 0);
+        let u = self.b.type_int(held_bits(d), 0);
         let unsigned = |g: &mut Self, v: Word, to: Word| -> Result<Word> {
             let c = g.b.bitcast(to, None, v);
             g.ok(c)
@@ -647,7 +669,10 @@ impl Gen<'_> {
                     self.ok(r)?
                 }
             }
-            (DType::I64, _) | (_, DType::I64) => {
+            (f, to) if held_bits(f) == held_bits(to) => {
+                return self.narrow(Val { id: x, dtype: to });
+            }
+            (f, to) if held_bits(f) == 64 || held_bits(to) == 64 => {
                 let r = self.b.s_convert(t, None, x);
                 let r = self.ok(r)?;
                 return self.narrow(Val { id: r, dtype: to });
@@ -662,7 +687,7 @@ impl Gen<'_> {
     fn float_to_int(&mut self, x: Word, to: DType) -> Result<Val> {
         let f = self.ty(DType::F32)?;
         let bool_t = self.ty(DType::Bool)?;
-        let wide = to == DType::I64;
+        let wide = matches!(to, DType::I64 | DType::U32);
         let via = if wide { DType::I64 } else { DType::I32 };
         let t = self.ty(via)?;
         // The range as floats: -2^(n-1) is exact; the largest float below 2^(n-1) is
@@ -710,9 +735,12 @@ impl Gen<'_> {
         if let Some((lo, hi)) = match to {
             DType::I8 => Some((-128, 127)),
             DType::U8 => Some((0, 255)),
+            DType::I16 => Some((-32768, 32767)),
+            DType::U16 => Some((0, 65535)),
+            DType::U32 => Some((0, u32::MAX as i64)),
             _ => None,
         } {
-            let (lo, hi) = (self.const_i32(lo), self.const_i32(hi));
+            let (lo, hi) = (self.const_int(lo, via)?, self.const_int(hi, via)?);
             let l = self.b.s_less_than(bool_t, None, id, lo);
             let l = self.ok(l)?;
             let r = self.b.select(t, None, l, lo, id);
@@ -737,5 +765,15 @@ fn has_load(e: &Expr) -> bool {
         Expr::Ramp { base, stride, .. } => has_load(base) || has_load(stride),
         Expr::Broadcast { value, .. } => has_load(value),
         Expr::Int { .. } | Expr::Float { .. } | Expr::Bool(_) | Expr::Var(_) => false,
+    }
+}
+
+/// The width of the integer type holding `d` (see [`crate::codegen`]): 64 for int64
+/// and uint32 (held zero-extended), 32 for the other integers.
+fn held_bits(d: DType) -> u32 {
+    if matches!(d, DType::I64 | DType::U32) {
+        64
+    } else {
+        32
     }
 }

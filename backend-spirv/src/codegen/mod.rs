@@ -7,10 +7,13 @@
 //!   (`StorageBuffer8BitAccess`), float16 elements 16-bit (`StorageBuffer16BitAccess`).
 //!   Kernels have no scalar parameters, so there are no push constants. `blockIdx` and
 //!   `threadIdx` loops read `WorkgroupId` and `LocalInvocationId`; the workgroup size
-//!   (`LocalSize`) is the launch's. Shared allocations are `Workgroup` arrays, local ones
+//!   (`LocalSize`) is the launch's. In a folded launch ([`Launch::folded`]) `blockIdx`
+//!   comes from the group's linear number, and the whole body sits under
+//!   `if linear < block count` (uniform per workgroup, so barriers stay convergent). Shared allocations are `Workgroup` arrays, local ones
 //!   `Function` arrays, both of the value types below.
-//! - **Values** are SSA ids of four types: `bool`, `int` (int32, and int8/uint8 held
-//!   sign/zero-extended and re-wrapped after every operation), `long` (int64, needs
+//! - **Values** are SSA ids of four types: `bool`, `int` (int32, and int8/uint8/int16/
+//!   uint16 held sign/zero-extended and re-wrapped after every operation; their buffers
+//!   8- or 16-bit), `long` (int64, and uint32 held zero-extended and re-wrapped; both need
 //!   `Int64`) and `float` (float32, and float16 held as float32 and rounded to float16
 //!   after every operation, as the loop-IR interpreter does). Loop counters are `OpPhi`s.
 //! - **Control flow** is structured: serial loops are `OpLoopMerge` headers with a
@@ -42,7 +45,7 @@ use rspirv::binary::Assemble;
 use rspirv::dr::{self, Builder, Operand};
 use rspirv::spirv::{
     self, AddressingModel, BuiltIn, Capability, Decoration, ExecutionMode, ExecutionModel,
-    FunctionControl, MemoryModel, StorageClass, Word,
+    FunctionControl, MemoryModel, SelectionControl, StorageClass, Word,
 };
 
 use crate::features::Features;
@@ -59,6 +62,7 @@ pub(crate) struct Val {
 #[derive(Clone, Copy, Debug, Default)]
 struct Uses {
     int8: bool,
+    int16: bool,
     float16: bool,
     int64: bool,
 }
@@ -74,11 +78,14 @@ struct BufVar {
 /// The SPIR-V words of the launch of `func` rooted at `root`.
 /// The dtypes the SPIR-V codegen emits; [`emit_launch`] refuses a kernel using any
 /// other (and [`crate::VulkanBackend`] declares them unsupported).
-pub(crate) const EMITTED: [DType; 7] = [
+pub(crate) const EMITTED: [DType; 10] = [
     DType::F32,
     DType::F16,
     DType::I8,
     DType::U8,
+    DType::I16,
+    DType::U16,
+    DType::U32,
     DType::I32,
     DType::I64,
     DType::Bool,
@@ -120,6 +127,7 @@ pub(crate) fn emit_launch(
         guarded_depth: 0,
         shared_bytes: 0,
         status: None,
+        linear: None,
     };
     for (k, &p) in func.params.iter().enumerate() {
         g.storage_buffer(k as u32, p)?;
@@ -133,7 +141,12 @@ pub(crate) fn emit_launch(
         g.b.begin_function(void, None, FunctionControl::NONE, fn_ty)
             .map_err(internal)?;
     g.block = g.b.begin_block(None).map_err(internal)?;
+    let past_grid = g.guard_folded_grid()?;
     g.stmt(root)?;
+    if let Some(merge) = past_grid {
+        g.branch(merge)?;
+        g.start_block(merge)?;
+    }
     g.b.ret().map_err(internal)?;
     g.b.end_function().map_err(internal)?;
     if g.shared_bytes > features.max_shared_bytes as u64 {
@@ -159,8 +172,8 @@ pub(crate) struct Gen<'a> {
     block: Word,
     vars: Vec<Option<Val>>,
     buffers: HashMap<BufferId, BufVar>,
-    /// Per storage element type: the `Block` struct's pointer type and the element pointer.
-    storage_types: HashMap<Word, (Word, Word)>,
+    /// Per storage element type: the `Block` struct's pointer type.
+    storage_types: HashMap<Word, Word>,
     consts: HashMap<(Word, u64), Word>,
     /// The value of each integer constant made by [`Gen::const_int`].
     int_values: HashMap<Word, i64>,
@@ -175,6 +188,8 @@ pub(crate) struct Gen<'a> {
     shared_bytes: u64,
     /// The status word's buffer, in kernels that report division by zero.
     pub(crate) status: Option<Word>,
+    /// In a folded launch: the workgroup's linear number (uint32).
+    linear: Option<Word>,
 }
 
 impl<'a> Gen<'a> {
@@ -200,8 +215,9 @@ impl<'a> Gen<'a> {
     pub(crate) fn ty(&mut self, d: DType) -> Result<Word> {
         Ok(match d {
             DType::Bool => self.b.type_bool(),
-            DType::I8 | DType::U8 | DType::I32 => self.b.type_int(32, 1),
-            DType::I64 => {
+            DType::I8 | DType::U8 | DType::I16 | DType::U16 | DType::I32 => self.b.type_int(32, 1),
+            // uint32 is held zero-extended in int64.
+            DType::I64 | DType::U32 => {
                 self.need(self.features.int64, "Int64 (shaderInt64)", d)?;
                 self.uses.int64 = true;
                 self.b.type_int(64, 1)
@@ -224,6 +240,17 @@ impl<'a> Gen<'a> {
         Ok(self.b.type_float(16, None))
     }
 
+    /// The 16-bit integer type of int16/uint16 storage (conversions only).
+    pub(crate) fn int16_ty(&mut self, d: DType) -> Result<Word> {
+        self.need(
+            self.features.int16,
+            "StorageBuffer16BitAccess with Int16 (storageBuffer16BitAccess, shaderInt16)",
+            d,
+        )?;
+        self.uses.int16 = true;
+        Ok(self.b.type_int(16, 0))
+    }
+
     /// The element type of a `d` storage buffer.
     fn storage_ty(&mut self, d: DType) -> Result<Word> {
         Ok(match d {
@@ -236,6 +263,11 @@ impl<'a> Gen<'a> {
                 )?;
                 self.uses.int8 = true;
                 self.b.type_int(8, 0)
+            }
+            DType::I16 | DType::U16 => self.int16_ty(d)?,
+            DType::U32 => {
+                self.ty(d)?;
+                self.b.type_int(32, 0)
             }
             _ => self.ty(d)?,
         })
@@ -260,24 +292,7 @@ impl<'a> Gen<'a> {
             })?;
         let _ = bytes;
         let elem = self.storage_ty(buf.dtype)?;
-        let (ptr_struct, ptr_elem) = match self.storage_types.get(&elem) {
-            Some(&t) => t,
-            None => {
-                let rt = self.b.type_runtime_array(elem);
-                let stride = buf.dtype.size_bytes() as u32;
-                self.b
-                    .decorate(rt, Decoration::ArrayStride, [Operand::LiteralBit32(stride)]);
-                let st = self.b.type_struct([rt]);
-                self.b.decorate(st, Decoration::Block, []);
-                self.b
-                    .member_decorate(st, 0, Decoration::Offset, [Operand::LiteralBit32(0)]);
-                let ps = self.b.type_pointer(None, StorageClass::StorageBuffer, st);
-                let pe = self.b.type_pointer(None, StorageClass::StorageBuffer, elem);
-                self.storage_types.insert(elem, (ps, pe));
-                (ps, pe)
-            }
-        };
-        let _ = ptr_elem;
+        let ptr_struct = self.storage_block(elem, buf.dtype.size_bytes() as u32);
         let var = self
             .b
             .variable(ptr_struct, None, StorageClass::StorageBuffer, None);
@@ -297,17 +312,29 @@ impl<'a> Gen<'a> {
         Ok(())
     }
 
-    /// The status word: a `uint` storage buffer at `binding`.
-    fn status_buffer(&mut self, binding: u32) -> Word {
-        let u = self.b.type_int(32, 0);
-        let rt = self.b.type_runtime_array(u);
+    /// The pointer type of a storage buffer of `elem` elements `stride` bytes apart
+    /// (`struct { elem data[]; }`, `Block`), made once per element type: the types are
+    /// unique in a module, so a uint32 buffer and the status word share it.
+    fn storage_block(&mut self, elem: Word, stride: u32) -> Word {
+        if let Some(&ps) = self.storage_types.get(&elem) {
+            return ps;
+        }
+        let rt = self.b.type_runtime_array(elem);
         self.b
-            .decorate(rt, Decoration::ArrayStride, [Operand::LiteralBit32(4)]);
+            .decorate(rt, Decoration::ArrayStride, [Operand::LiteralBit32(stride)]);
         let st = self.b.type_struct([rt]);
         self.b.decorate(st, Decoration::Block, []);
         self.b
             .member_decorate(st, 0, Decoration::Offset, [Operand::LiteralBit32(0)]);
         let ps = self.b.type_pointer(None, StorageClass::StorageBuffer, st);
+        self.storage_types.insert(elem, ps);
+        ps
+    }
+
+    /// The status word: a `uint` storage buffer at `binding`.
+    fn status_buffer(&mut self, binding: u32) -> Word {
+        let u = self.b.type_int(32, 0);
+        let ps = self.storage_block(u, 4);
         let var = self.global_variable(ps, StorageClass::StorageBuffer);
         self.b
             .decorate(var, Decoration::DescriptorSet, [Operand::LiteralBit32(0)]);
@@ -425,7 +452,7 @@ impl<'a> Gen<'a> {
     /// A constant of integer dtype `d` (held as its value type) with value `v`.
     pub(crate) fn const_int(&mut self, v: i64, d: DType) -> Result<Word> {
         let t = self.ty(d)?;
-        let id = if d == DType::I64 {
+        let id = if matches!(d, DType::I64 | DType::U32) {
             self.constant(t, v as u64, true)
         } else {
             self.constant(t, v as i32 as u32 as u64, false)
@@ -461,13 +488,46 @@ impl<'a> Gen<'a> {
         Ok(())
     }
 
-    /// The index (as an int32 value) of `axis` for this invocation.
-    fn axis_id(&mut self, axis: ThreadAxis) -> Result<Word> {
-        let builtin = if axis.is_block() {
-            BuiltIn::WorkgroupId
-        } else {
-            BuiltIn::LocalInvocationId
-        };
+    /// In a folded launch, computes the workgroup's linear number and opens
+    /// `if linear < block count`; returns the merge label the caller branches to after
+    /// the body (`None`: the launch is not folded).
+    fn guard_folded_grid(&mut self) -> Result<Option<Word>> {
+        if !self.launch.folded() {
+            return Ok(None);
+        }
+        let u32t = self.b.type_int(32, 0);
+        let [gx, gy, _] = self.launch.groups;
+        let id = |g: &mut Self, k: u32| g.builtin_component(BuiltIn::WorkgroupId, k);
+        let (x, y, z) = (id(self, 0)?, id(self, 1)?, id(self, 2)?);
+        // x + gx * (y + gy * z): below 2^31 (launch_of refuses bigger grids).
+        let gy_c = self.b.constant_bit32(u32t, gy);
+        let gx_c = self.b.constant_bit32(u32t, gx);
+        let r = self.b.i_mul(u32t, None, gy_c, z);
+        let yz = self.ok(r)?;
+        let r = self.b.i_add(u32t, None, y, yz);
+        let yz = self.ok(r)?;
+        let r = self.b.i_mul(u32t, None, gx_c, yz);
+        let yz = self.ok(r)?;
+        let r = self.b.i_add(u32t, None, x, yz);
+        let linear = self.ok(r)?;
+        self.linear = Some(linear);
+        let total = self
+            .b
+            .constant_bit32(u32t, self.launch.block_count() as u32);
+        let bool_t = self.ty(DType::Bool)?;
+        let r = self.b.u_less_than(bool_t, None, linear, total);
+        let inside = self.ok(r)?;
+        let (body, merge) = (self.b.id(), self.b.id());
+        let r = self.b.selection_merge(merge, SelectionControl::NONE);
+        self.ok(r)?;
+        let r = self.b.branch_conditional(inside, body, merge, []);
+        self.ok(r)?;
+        self.start_block(body)?;
+        Ok(Some(merge))
+    }
+
+    /// Component `k` of the `uvec3` built-in `builtin` (declared on first use).
+    fn builtin_component(&mut self, builtin: BuiltIn, k: u32) -> Result<Word> {
         let u32t = self.b.type_int(32, 0);
         let uvec3 = self.b.type_vector(u32t, 3);
         let var = match self.builtins.get(&builtin) {
@@ -484,10 +544,44 @@ impl<'a> Gen<'a> {
         };
         let vec = self.b.load(uvec3, None, var, None, []);
         let vec = self.ok(vec)?;
-        let c = self
-            .b
-            .composite_extract(u32t, None, vec, [axis_index(axis) as u32 % 3]);
-        let c = self.ok(c)?;
+        let c = self.b.composite_extract(u32t, None, vec, [k]);
+        self.ok(c)
+    }
+
+    /// In a folded launch, `blockIdx` of the block axis `k` (0..3) from the linear
+    /// number: `linear / (blocks below k) % blocks[k]` (uint32).
+    fn folded_block_id(&mut self, linear: Word, k: usize) -> Result<Word> {
+        let u32t = self.b.type_int(32, 0);
+        let blocks = self.launch.blocks;
+        let below: u32 = blocks[..k].iter().product();
+        let mut v = linear;
+        if below > 1 {
+            let c = self.b.constant_bit32(u32t, below);
+            let r = self.b.u_div(u32t, None, v, c);
+            v = self.ok(r)?;
+        }
+        if k < 2 && blocks[k + 1..].iter().any(|&b| b > 1) {
+            let c = self.b.constant_bit32(u32t, blocks[k]);
+            let r = self.b.u_mod(u32t, None, v, c);
+            v = self.ok(r)?;
+        }
+        Ok(v)
+    }
+
+    /// The index (as an int32 value) of `axis` for this invocation.
+    fn axis_id(&mut self, axis: ThreadAxis) -> Result<Word> {
+        if let (true, Some(linear)) = (axis.is_block(), self.linear) {
+            let c = self.folded_block_id(linear, axis_index(axis) % 3)?;
+            let i32t = self.b.type_int(32, 1);
+            let r = self.b.bitcast(i32t, None, c);
+            return self.ok(r);
+        }
+        let builtin = if axis.is_block() {
+            BuiltIn::WorkgroupId
+        } else {
+            BuiltIn::LocalInvocationId
+        };
+        let c = self.builtin_component(builtin, axis_index(axis) as u32 % 3)?;
         let i32t = self.b.type_int(32, 1);
         let r = self.b.bitcast(i32t, None, c);
         self.ok(r)
@@ -503,6 +597,10 @@ impl<'a> Gen<'a> {
         if self.uses.int8 {
             b.capability(Capability::Int8);
             b.capability(Capability::StorageBuffer8BitAccess);
+        }
+        if self.uses.int16 {
+            b.capability(Capability::Int16);
+            b.capability(Capability::StorageBuffer16BitAccess);
         }
         if self.uses.float16 {
             b.capability(Capability::Float16);

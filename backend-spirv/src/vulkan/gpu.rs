@@ -244,7 +244,9 @@ impl Gpu {
         // SAFETY: plain queries with valid out-structures.
         unsafe { instance.get_physical_device_features2(physical, &mut f2) };
         let int64 = f2.features.shader_int64 == vk::TRUE;
+        let shader_int16 = f2.features.shader_int16 == vk::TRUE;
         let _ = f2;
+        let int16 = shader_int16 && f11.storage_buffer16_bit_access == vk::TRUE;
         let int8 = f12.shader_int8 == vk::TRUE && f12.storage_buffer8_bit_access == vk::TRUE;
         let float16 = f12.shader_float16 == vk::TRUE && f11.storage_buffer16_bit_access == vk::TRUE;
         let mut p12 = vk::PhysicalDeviceVulkan12Properties::default();
@@ -266,19 +268,22 @@ impl Gpu {
             float16,
             rte16,
             int64,
+            int16,
             max_group_size: limits.max_compute_work_group_size,
             max_invocations: limits.max_compute_work_group_invocations,
             max_group_count: limits.max_compute_work_group_count,
             max_shared_bytes: limits.max_compute_shared_memory_size,
             max_buffer_bytes: (limits.max_storage_buffer_range as u64).min(i32::MAX as u64),
         };
-        let mut e11 =
-            vk::PhysicalDeviceVulkan11Features::default().storage_buffer16_bit_access(float16);
+        let mut e11 = vk::PhysicalDeviceVulkan11Features::default()
+            .storage_buffer16_bit_access(float16 || int16);
         let mut e12 = vk::PhysicalDeviceVulkan12Features::default()
             .shader_float16(float16)
             .shader_int8(int8)
             .storage_buffer8_bit_access(int8);
-        let base = vk::PhysicalDeviceFeatures::default().shader_int64(int64);
+        let base = vk::PhysicalDeviceFeatures::default()
+            .shader_int64(int64)
+            .shader_int16(int16);
         let priorities = [1.0f32];
         let queues = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(family)

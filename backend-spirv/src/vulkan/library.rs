@@ -8,8 +8,9 @@
 //! once per call sequence — kernels and buffers, which is what one `run()` of an
 //! executor is — and resubmitted whenever the same sequence comes again, with its
 //! descriptor sets. Each call is bracketed by timestamp queries when the queue has
-//! them: [`VulkanLibrary::last_times`] gives the device time of the calling thread's
-//! last submission, per call. Kernels that may divide by zero get a status word per
+//! them: inside a timing session of the calling thread
+//! ([`KernelLibrary::begin_timing`]/[`KernelLibrary::end_timing`]) every submitted
+//! call's device time is kept, per call. Kernels that may divide by zero get a status word per
 //! call (a slot of one host-visible buffer of the recording, zeroed at its start),
 //! read after the submission: a set word is that call's error. Several executors (threads) share one library; each one's
 //! queue, recordings and times are its own.
@@ -19,7 +20,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::ThreadId;
 
 use ash::vk;
-use kiln_executor::{DeviceBuffer, KernelLibrary, Result};
+use kiln_executor::{CallTimes, DeviceBuffer, KernelLibrary, Result};
 
 use super::buffer::VkBuffer;
 use super::gpu::Gpu;
@@ -87,7 +88,9 @@ pub struct VulkanLibrary {
     kernels: Vec<Kernel>,
     queued: Mutex<HashMap<ThreadId, Vec<Call>>>,
     recorded: Mutex<HashMap<Vec<(usize, Vec<u64>)>, Arc<Recorded>>>,
-    times: Mutex<HashMap<ThreadId, Vec<(String, f64)>>>,
+    /// Per thread in a timing session: `(kernel, seconds)` of each call submitted since
+    /// the session began.
+    timing: Mutex<HashMap<ThreadId, Vec<(usize, f64)>>>,
 }
 
 impl std::fmt::Debug for VulkanLibrary {
@@ -109,7 +112,7 @@ impl VulkanLibrary {
             kernels: vec![],
             queued: Mutex::default(),
             recorded: Mutex::default(),
-            times: Mutex::default(),
+            timing: Mutex::default(),
         };
         for k in kernels {
             let kernel = lib.pipelines(&k)?;
@@ -203,16 +206,6 @@ impl VulkanLibrary {
         }
     }
 
-    /// The device time (µs) of each call of the calling thread's last submission, by
-    /// kernel name; `None` before any, or when the device's queue has no timestamps.
-    pub fn last_times(&self) -> Option<Vec<(String, f64)>> {
-        self.times
-            .lock()
-            .ok()?
-            .get(&std::thread::current().id())
-            .cloned()
-    }
-
     /// Runs the calling thread's queued calls and waits for them.
     fn flush(&self) -> Result<()> {
         let calls = {
@@ -263,32 +256,38 @@ impl VulkanLibrary {
                 }
             }
         }
-        if let Some(q) = recorded.queries {
-            let mut ticks = vec![0u64; 2 * recorded.calls];
-            // SAFETY: the queries were written by the finished submission.
-            let ok = unsafe {
-                self.gpu.device.get_query_pool_results(
-                    q,
-                    0,
-                    &mut ticks,
-                    vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
-                )
-            };
-            if ok.is_ok() {
-                let ns = self.gpu.timestamp_ns.unwrap_or(1.0);
-                let times = key
-                    .iter()
-                    .zip(ticks.chunks(2))
-                    .map(|((k, _), t)| {
-                        let us = t[1].saturating_sub(t[0]) as f64 * ns / 1e3;
-                        (self.kernels[*k].name.clone(), us)
-                    })
-                    .collect();
-                if let Ok(mut m) = self.times.lock() {
-                    m.insert(std::thread::current().id(), times);
-                }
-            }
+        self.keep_times(&recorded, &key)
+    }
+
+    /// Adds the device time of each call of a finished submission to the calling
+    /// thread's timing session, if it has one.
+    fn keep_times(&self, recorded: &Recorded, key: &[(usize, Vec<u64>)]) -> Result<()> {
+        let mut timing = self
+            .timing
+            .lock()
+            .map_err(|_| self.gpu.error("timing table poisoned"))?;
+        let Some(session) = timing.get_mut(&std::thread::current().id()) else {
+            return Ok(());
+        };
+        let Some(q) = recorded.queries else {
+            return Ok(());
+        };
+        let mut ticks = vec![0u64; 2 * recorded.calls];
+        // SAFETY: the queries were written by the finished submission.
+        unsafe {
+            self.gpu.device.get_query_pool_results(
+                q,
+                0,
+                &mut ticks,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+            )
         }
+        .map_err(|e| self.gpu.vk("vkGetQueryPoolResults", e))?;
+        let ns = self.gpu.timestamp_ns.unwrap_or(1.0);
+        session.extend(key.iter().zip(ticks.chunks(2)).map(|((k, _), t)| {
+            let seconds = t[1].saturating_sub(t[0]) as f64 * ns * 1e-9;
+            (*k, seconds)
+        }));
         Ok(())
     }
 
@@ -647,5 +646,37 @@ impl KernelLibrary for VulkanLibrary {
 
     fn synchronize(&self) -> Result<()> {
         self.flush()
+    }
+
+    /// Times with the queue's timestamp queries, where it has them (not every queue
+    /// family does: `timestampValidBits` 0). The session covers every call submitted
+    /// after this, so calls queued before it and not yet synchronized count too (the
+    /// executors synchronize first).
+    fn begin_timing(&self) -> bool {
+        if self.gpu.timestamp_ns.is_none() {
+            return false;
+        }
+        match self.timing.lock() {
+            Ok(mut t) => {
+                t.insert(std::thread::current().id(), vec![]);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn end_timing(&self) -> Result<Option<CallTimes>> {
+        // A failed flush still ends the session.
+        let flushed = self.flush();
+        let calls = self
+            .timing
+            .lock()
+            .map_err(|_| self.gpu.error("timing table poisoned"))?
+            .remove(&std::thread::current().id());
+        flushed?;
+        Ok(calls.map(|calls| CallTimes {
+            clock: format!("Vulkan timestamp queries on {}", self.gpu.features.device),
+            calls,
+        }))
     }
 }

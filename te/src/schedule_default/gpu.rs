@@ -10,8 +10,9 @@
 //!   not apply (the anchor reads a materialized stage, or none of its inputs can be
 //!   staged): the output's data axes are fused into one and split into `blockIdx.x`
 //!   blocks of `threadIdx.x` threads (256 threads for large outputs, 64 for medium ones,
-//!   one block of exactly the extent for small ones); when the thread count does not
-//!   divide the extent, the last block's extra threads are masked by a bounds guard.
+//!   a quarter of the extent for small ones, so no kernel of two or more elements runs
+//!   on one workgroup); when the thread count does not divide the extent, the last
+//!   block's extra threads are masked by a bounds guard.
 //!   Reductions run serially inside each thread.
 //!
 //! Materialized intermediates (the anchor of a plainly scheduled output, softmax and
@@ -30,14 +31,37 @@ use super::{
     split,
 };
 
-/// Threads per block for `extent` output elements.
+/// Threads per block for `extent` output elements: 256 from 4,096 elements, 64 from 256,
+/// and below that a quarter of the extent (rounded down), so that a small output still
+/// spreads over at least four workgroups (one element per workgroup below four). Only a
+/// one-element output is a single workgroup.
 pub fn threads_for(extent: usize) -> usize {
     if extent >= 256 * 16 {
         256
-    } else if extent >= 64 {
+    } else if extent >= 256 {
         64
     } else {
-        extent.max(1)
+        (extent / 4).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::threads_for;
+
+    #[test]
+    fn no_output_of_two_or_more_elements_is_one_block() {
+        for extent in 1..20_000usize {
+            let t = threads_for(extent);
+            let blocks = extent.div_ceil(t);
+            assert!(t >= 1 && t <= 256, "{extent}: {t} threads");
+            if extent >= 2 {
+                assert!(blocks >= 2, "{extent} elements in {blocks} block(s) of {t}");
+            }
+            if extent >= 4 {
+                assert!(blocks >= 4, "{extent} elements in {blocks} block(s) of {t}");
+            }
+        }
     }
 }
 

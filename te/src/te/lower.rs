@@ -787,10 +787,10 @@ impl<'a> Lowerer<'a> {
         }
         let mut operands = vec![];
         for (read, axes) in reads {
-            match self.expr(&read, &env)? {
+            match &mut self.expr(&read, &env)? {
                 tir::Expr::Load { buffer, indices } => operands.push(tir::Operand {
-                    buffer,
-                    base: indices,
+                    buffer: *buffer,
+                    base: std::mem::take(indices),
                     axes,
                 }),
                 _ => return Err(fail("reads a stage without a buffer (inlined)".into())),

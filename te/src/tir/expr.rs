@@ -329,7 +329,8 @@ impl Intrinsic {
 }
 
 /// An expression of the loop IR.
-#[derive(Clone, Debug, PartialEq)]
+/// (`Clone`, `PartialEq`, `Debug` and `Drop` are written out in module `tree`, safe on
+/// any depth.)
 pub enum Expr {
     /// An integer immediate of an integer dtype (`5`, `5i64`, `255u8`).
     Int {

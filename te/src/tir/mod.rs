@@ -15,6 +15,8 @@
 //! - [`affine`]: affine forms over atoms, the one linear-index type every pass uses;
 //! - [`verify`](mod@verify): types, scoping, thread nesting, the bounds proof and the limits;
 //! - [`visit`]: the one walker (`Visitor`, `Mutator`), safe on deep trees;
+//! - `tree`: `Clone`, `PartialEq`, `Debug` and an iterative `Drop` of the trees, safe on
+//!   any depth;
 //! - [`legalize`](mod@legalize): the rewrite into the core loop IR every backend implements;
 //! - [`interp`]: the loop-IR interpreter (the second oracle, for lowering);
 //! - [`microkernel`]: calls of micro-kernels over declared buffer regions, and their
@@ -30,6 +32,7 @@ pub mod parser;
 pub mod printer;
 pub mod semantics;
 pub mod stmt;
+mod tree;
 pub mod types;
 pub mod verify;
 pub mod visit;

@@ -102,7 +102,8 @@ impl ForKind {
 }
 
 /// A statement of the loop IR.
-#[derive(Clone, Debug, PartialEq)]
+/// (`Clone`, `PartialEq`, `Debug` and `Drop` are written out in module `tree`, safe on
+/// any depth.)
 pub enum Stmt {
     /// `var` takes `min, min+1, ..., min+extent-1`.
     For {
