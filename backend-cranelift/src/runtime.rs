@@ -86,6 +86,8 @@ pub(crate) enum Host {
     Gemm,
     /// The conv2d micro-kernel.
     Conv2d,
+    /// The depthwise_conv2d micro-kernel.
+    DepthwiseConv2d,
     /// An `f64` (float64 is computed in f64) function.
     F64(Math64),
     /// An f32 value rounded to bfloat16 (ties to even), as an f32.
@@ -151,7 +153,7 @@ impl Host {
     }
 
     /// Every host function but the [`Trig`] family.
-    const FIXED: [Host; 25] = [
+    const FIXED: [Host; 26] = [
         Host::ParallelFor,
         Host::Fail,
         Host::Alloc,
@@ -177,6 +179,7 @@ impl Host {
         Host::Bf16FromF64,
         Host::Gemm,
         Host::Conv2d,
+        Host::DepthwiseConv2d,
     ];
 
     /// The symbol name.
@@ -208,6 +211,7 @@ impl Host {
             Host::Trig(t, wide) => trig_symbol(t, wide).0,
             Host::Gemm => "kiln_gemm",
             Host::Conv2d => "kiln_conv2d",
+            Host::DepthwiseConv2d => "kiln_depthwise_conv2d",
         }
     }
 
@@ -237,7 +241,7 @@ impl Host {
                 ],
                 &[],
             ),
-            Host::Conv2d => (&[I32, Ptr, Ptr, Ptr, Ptr], &[]),
+            Host::Conv2d | Host::DepthwiseConv2d => (&[I32, Ptr, Ptr, Ptr, Ptr], &[]),
         }
     }
 
@@ -270,6 +274,7 @@ impl Host {
             Host::Trig(t, wide) => trig_symbol(t, wide).1,
             Host::Gemm => crate::microkernel::kiln_gemm as *const u8,
             Host::Conv2d => crate::microkernel::kiln_conv2d as *const u8,
+            Host::DepthwiseConv2d => crate::microkernel::kiln_depthwise_conv2d as *const u8,
         }
     }
 }

@@ -25,8 +25,8 @@ impl Cx<'_, '_> {
                 }
                 self.host(Host::Gemm, &args);
             }
-            MicroKernel::Conv2d { .. } => {
-                // Sizes and strides in a stack array (20 values).
+            MicroKernel::Conv2d { .. } | MicroKernel::DepthwiseConv2d { .. } => {
+                // Sizes and strides in a stack array (20 or 18 values).
                 let values: Vec<i64> = sizes.chain(strides).collect();
                 let ss = self.b.create_sized_stack_slot(StackSlotData::new(
                     StackSlotKind::ExplicitSlot,
@@ -41,7 +41,12 @@ impl Cx<'_, '_> {
                         .store(MemFlagsData::trusted(), x, at, (k * 8) as i32);
                 }
                 args.push(at);
-                self.host(Host::Conv2d, &args);
+                let host = if matches!(call.kernel, MicroKernel::Conv2d { .. }) {
+                    Host::Conv2d
+                } else {
+                    Host::DepthwiseConv2d
+                };
+                self.host(host, &args);
             }
         }
         Ok(())

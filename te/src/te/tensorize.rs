@@ -28,6 +28,8 @@ pub enum Intrin {
     Gemm,
     /// [`MicroKernel::Conv2d`].
     Conv2d,
+    /// [`MicroKernel::DepthwiseConv2d`].
+    DepthwiseConv2d,
 }
 
 /// The TE declaration of `kernel`, lowered to loops (inputs `A`, `B`, output `C`).
@@ -83,6 +85,37 @@ pub fn declaration(kernel: MicroKernel) -> Result<PrimFunc> {
                     w.at(&[i[0].clone(), rc.into(), ry.into(), rx.into()])
                         * x.at(&[rc.into(), row, col]),
                     &[rc, ry, rx],
+                )
+            })?;
+            super::lower(&g, &[c], kernel.name())?
+        }
+        MicroKernel::DepthwiseConv2d {
+            kh,
+            kw,
+            sh,
+            sw,
+            dh,
+            dw,
+            ..
+        } => {
+            let ext: Vec<Vec<usize>> = kernel
+                .operand_extents()
+                .iter()
+                .map(|e| e.iter().map(|&x| x as usize).collect())
+                .collect();
+            let mut g = Graph::new();
+            let w = g.placeholder(&ext[0], DType::F32, "W")?;
+            let x = g.placeholder(&ext[1], DType::F32, "X")?;
+            let ry = g.reduce_axis(kh as usize, "ry")?;
+            let rx = g.reduce_axis(kw as usize, "rx")?;
+            let c = g.compute(&ext[2], "C", |i| {
+                let row =
+                    i[1].clone() * Expr::int(sh as i32) + Expr::from(ry) * Expr::int(dh as i32);
+                let col =
+                    i[2].clone() * Expr::int(sw as i32) + Expr::from(rx) * Expr::int(dw as i32);
+                super::sum(
+                    w.at(&[i[0].clone(), ry.into(), rx.into()]) * x.at(&[i[0].clone(), row, col]),
+                    &[ry, rx],
                 )
             })?;
             super::lower(&g, &[c], kernel.name())?
@@ -214,8 +247,11 @@ pub struct Conv2dMatch {
     pub steps: [i64; 4],
     /// `W` and the positions in its indices of (`p`, `c`, `u`, `v`).
     pub w: (Expr, [usize; 4]),
-    /// `X` and the positions in its indices of (`c`, row, column).
+    /// `X` and the positions in its indices of (`c`, row, column); for a depthwise
+    /// conv2d, its channel index is `p + c` (and `c` has extent 1).
     pub x: (Expr, [usize; 3]),
+    /// Whether the input's channel is the output's (`p + c`, a depthwise conv2d).
+    pub depthwise: bool,
 }
 
 /// `e` as `Σ coef · var + constant` when it is one (sums, products by constants).
@@ -323,9 +359,18 @@ pub fn match_conv2d(g: &Graph, op: OpId) -> Result<Conv2dMatch> {
         let mut xpos = [usize::MAX; 3];
         let mut yx: Vec<(IterVar, i64, i64)> = vec![];
         let mut others: Vec<IterVar> = vec![];
+        let mut depthwise = false;
+        let pc = |ix: &(Vec<(IterVar, i64)>, i64)| {
+            ix.0.len() == 2 && ix.0.contains(&(p, 1)) && ix.0.contains(&(c, 1))
+        };
         for (k, ix) in xi.iter().enumerate() {
             if alone(ix, c) && xpos[0] == usize::MAX {
                 xpos[0] = k;
+                continue;
+            }
+            if pc(ix) && xpos[0] == usize::MAX && g.iter_var(c).is_ok_and(|v| v.extent == 1) {
+                xpos[0] = k;
+                depthwise = true;
                 continue;
             }
             match &ix.0[..] {
@@ -365,6 +410,7 @@ pub fn match_conv2d(g: &Graph, op: OpId) -> Result<Conv2dMatch> {
             steps: [yx[0].1, yx[1].1, yx[0].2, yx[1].2],
             w: (we.clone(), wpos),
             x: (xe.clone(), xpos),
+            depthwise,
         })
     };
     try_order(lhs, rhs)
@@ -408,9 +454,32 @@ pub fn call_shape(
                 .collect();
             (m.dims.to_vec(), zeroed, reads, kernel)
         }
-        Intrin::Conv2d => {
+        Intrin::Conv2d | Intrin::DepthwiseConv2d => {
             let m = match_conv2d(g, op)?;
+            if m.depthwise != (intrin == Intrin::DepthwiseConv2d) {
+                return Err(Error::InvalidArgument(format!(
+                    "tensorize {intrin:?}: stage `{}` is {}a depthwise conv2d",
+                    g.op(op)?.name,
+                    if m.depthwise { "" } else { "not " }
+                )));
+            }
             let [sh, sw, dh, dw] = m.steps;
+            if m.depthwise {
+                let kernel = MicroKernel::DepthwiseConv2d {
+                    o: extents[m.dims[0]] as i64,
+                    h: extents[m.dims[1]] as i64,
+                    w: extents[m.dims[2]] as i64,
+                    kh: extent(m.red[1])?,
+                    kw: extent(m.red[2])?,
+                    sh,
+                    sw,
+                    dh,
+                    dw,
+                };
+                let [wp, _, wu, wv] = m.w.1;
+                let reads = vec![(m.w.0, vec![wp, wu, wv]), (m.x.0, m.x.1.to_vec())];
+                return Ok((m.dims.to_vec(), m.red.to_vec(), reads, kernel));
+            }
             let kernel = MicroKernel::Conv2d {
                 o: extents[m.dims[0]] as i64,
                 h: extents[m.dims[1]] as i64,
@@ -761,6 +830,64 @@ mod tests {
             prop_assert!(tiled.to_string().contains("microkernel gemm"));
             let bshape = if nt { [n, k] } else { [k, n] };
             let ins = [NDArray::random([m, k], DType::F32, 3), NDArray::random(bshape, DType::F32, 4)];
+            let want = interp::run_with_inputs(&plain, &ins).unwrap();
+            let got = interp::run_with_inputs(&tiled, &ins).unwrap();
+            prop_assert!(got[0].allclose(&want[0], 1e-5, 1e-5).is_ok());
+        }
+
+        /// A depthwise conv2d (`X[0, p + c, ..]`, `c` of extent 1) tensorized at ragged
+        /// tiles computes what the untensorized one does.
+        #[test]
+        fn tensorized_depthwise_matches_untensorized(
+            tp in 1usize..4, po in 1usize..3, ty in 1usize..3, yo in 1usize..3,
+            tx in 1usize..5, xo in 1usize..3, kh in 1usize..4, kw in 1usize..4,
+            steps in proptest::array::uniform4(1usize..3)
+        ) {
+            let (o, oh, ow) = (tp * po, ty * yo, tx * xo);
+            let [sh, sw, dh, dw] = steps;
+            let (h, w) = ((oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1);
+            let build = |tile: bool| {
+                let mut g = Graph::new();
+                let x = g.placeholder(&[1, o, h, w], DType::F32, "X").unwrap();
+                let wt = g.placeholder(&[o, 1, kh, kw], DType::F32, "W").unwrap();
+                let rc = g.reduce_axis(1, "rc").unwrap();
+                let ry = g.reduce_axis(kh, "ry").unwrap();
+                let rx = g.reduce_axis(kw, "rx").unwrap();
+                let k = |v: usize| Expr::int(v as i32);
+                let y = g.compute(&[1, o, oh, ow], "Y", |i| {
+                    super::super::sum(
+                        x.at(&[
+                            i[0].clone(),
+                            i[1].clone() + Expr::from(rc),
+                            i[2].clone() * k(sh) + Expr::from(ry) * k(dh),
+                            i[3].clone() * k(sw) + Expr::from(rx) * k(dw),
+                        ]) * wt.at(&[i[1].clone(), rc.into(), ry.into(), rx.into()]),
+                        &[rc, ry, rx],
+                    )
+                }).unwrap();
+                let out = g.compute(&[1, o, oh, ow], "out", |i| y.at(i) + 1.0f32).unwrap();
+                let mut s = Schedule::new(&g, &[out]).unwrap();
+                if tile {
+                    let ax: Vec<_> = (0..4).map(|d| s.axis(out, d).unwrap()).collect();
+                    let (po, pi) = s.split(out, ax[1], tp).unwrap();
+                    let (yo, yi) = s.split(out, ax[2], ty).unwrap();
+                    let (xo, xi) = s.split(out, ax[3], tx).unwrap();
+                    s.reorder(out, &[ax[0], po, yo, xo, pi, yi, xi]).unwrap();
+                    s.compute_at(y, out, xo).unwrap();
+                    assert!(s.tensorize(y, Intrin::Conv2d).is_err());
+                    s.tensorize(y, Intrin::DepthwiseConv2d).unwrap();
+                }
+                let f = s.lower("k").unwrap();
+                tir::verify(&f).unwrap();
+                f
+            };
+            let (plain, tiled) = (build(false), build(true));
+            prop_assert!(tiled.to_string().contains("microkernel depthwise_conv2d"));
+            prop_assert!(tir::parse(&tiled.to_string()).unwrap().to_string() == tiled.to_string());
+            let ins = [
+                NDArray::random([1, o, h, w], DType::F32, 10),
+                NDArray::random([o, 1, kh, kw], DType::F32, 11),
+            ];
             let want = interp::run_with_inputs(&plain, &ins).unwrap();
             let got = interp::run_with_inputs(&tiled, &ins).unwrap();
             prop_assert!(got[0].allclose(&want[0], 1e-5, 1e-5).is_ok());

@@ -62,6 +62,30 @@ pub enum MicroKernel {
         /// Column dilation.
         dw: i64,
     },
+    /// A depthwise 2-D convolution over a tile of one image (float32):
+    /// `C[p, y, x] = Σ_{u<kh, v<kw} W[p, u, v] · X[p, y·sh + u·dh, x·sw + v·dw]`
+    /// for `p < o`, `y < h`, `x < w`; operands `W` (`o × kh × kw`), `X`
+    /// (`o × ((h-1)·sh + (kh-1)·dh + 1) × ((w-1)·sw + (kw-1)·dw + 1)`), `C` (`o × h × w`).
+    DepthwiseConv2d {
+        /// Channels.
+        o: i64,
+        /// Output rows.
+        h: i64,
+        /// Output columns.
+        w: i64,
+        /// Kernel rows.
+        kh: i64,
+        /// Kernel columns.
+        kw: i64,
+        /// Row stride.
+        sh: i64,
+        /// Column stride.
+        sw: i64,
+        /// Row dilation.
+        dh: i64,
+        /// Column dilation.
+        dw: i64,
+    },
 }
 
 impl MicroKernel {
@@ -70,6 +94,7 @@ impl MicroKernel {
         match self {
             MicroKernel::Gemm { .. } => "gemm",
             MicroKernel::Conv2d { .. } => "conv2d",
+            MicroKernel::DepthwiseConv2d { .. } => "depthwise_conv2d",
         }
     }
 
@@ -93,6 +118,27 @@ impl MicroKernel {
                 ("h", h),
                 ("w", w),
                 ("ci", ci),
+                ("kh", kh),
+                ("kw", kw),
+                ("sh", sh),
+                ("sw", sw),
+                ("dh", dh),
+                ("dw", dw),
+            ],
+            MicroKernel::DepthwiseConv2d {
+                o,
+                h,
+                w,
+                kh,
+                kw,
+                sh,
+                sw,
+                dh,
+                dw,
+            } => vec![
+                ("o", o),
+                ("h", h),
+                ("w", w),
                 ("kh", kh),
                 ("kw", kw),
                 ("sh", sh),
@@ -132,9 +178,20 @@ impl MicroKernel {
                 dh: get("dh")?,
                 dw: get("dw")?,
             },
+            "depthwise_conv2d" => MicroKernel::DepthwiseConv2d {
+                o: get("o")?,
+                h: get("h")?,
+                w: get("w")?,
+                kh: get("kh")?,
+                kw: get("kw")?,
+                sh: get("sh")?,
+                sw: get("sw")?,
+                dh: get("dh")?,
+                dw: get("dw")?,
+            },
             _ => {
                 return Err(Error::InvalidArgument(format!(
-                    "unknown microkernel `{name}` (known: gemm, conv2d)"
+                    "unknown microkernel `{name}` (known: gemm, conv2d, depthwise_conv2d)"
                 )));
             }
         };
@@ -171,6 +228,25 @@ impl MicroKernel {
                 vec![o, ci, kh, kw],
                 vec![
                     ci,
+                    (h - 1) * sh + (kh - 1) * dh + 1,
+                    (w - 1) * sw + (kw - 1) * dw + 1,
+                ],
+                vec![o, h, w],
+            ],
+            MicroKernel::DepthwiseConv2d {
+                o,
+                h,
+                w,
+                kh,
+                kw,
+                sh,
+                sw,
+                dh,
+                dw,
+            } => vec![
+                vec![o, kh, kw],
+                vec![
+                    o,
                     (h - 1) * sh + (kh - 1) * dh + 1,
                     (w - 1) * sw + (kw - 1) * dw + 1,
                 ],
