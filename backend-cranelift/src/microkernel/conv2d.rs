@@ -13,7 +13,7 @@
 //! through a scratch tile otherwise; weights not contiguous along the reduction are
 //! gathered first. The scratch buffers are per thread and reused.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 
 use super::gemm::{self, GemmCall};
 use super::simd::Simd;
@@ -39,8 +39,11 @@ pub struct Conv2dCall {
 const PANEL: usize = 32 * 1024;
 
 thread_local! {
-    /// Panel, packed weights, C scratch.
-    static SCRATCH: RefCell<[Vec<f32>; 3]> = const { RefCell::new([vec![], vec![], vec![]]) };
+    /// Panel, packed weights, C scratch: taken for a call and put back after it, so the
+    /// kernel's body is not inside a `LocalKey::with` closure (a closure does not inherit
+    /// the caller's `#[target_feature]`s: every intrinsic in it became an out-of-line
+    /// call, ResNet-18 ran 7x slower than without the kernel).
+    static SCRATCH: Cell<[Vec<f32>; 3]> = const { Cell::new([vec![], vec![], vec![]]) };
 }
 
 /// Runs `g` with the vector type `S`, `MR × NV` register blocks.
@@ -62,9 +65,9 @@ pub(crate) unsafe fn run<S: Simd, const MR: usize, const NV: usize>(
     if o == 0 || pixels == 0 || k == 0 {
         return;
     }
-    SCRATCH.with(|s| {
-        let mut s = s.borrow_mut();
-        let [panel, wpack, ctile] = &mut *s;
+    let mut scratch = SCRATCH.take();
+    {
+        let [panel, wpack, ctile] = &mut scratch;
         // Weights as rows contiguous along r = (c, u, v).
         let flat_w = g.ws[3] == 1 && g.ws[2] == kw && g.ws[1] == kh * kw;
         let (wp, wrow) = if flat_w {
@@ -121,7 +124,8 @@ pub(crate) unsafe fn run<S: Simd, const MR: usize, const NV: usize>(
                 }
             }
         }
-    });
+    }
+    SCRATCH.set(scratch);
 }
 
 /// Packs reduction rows `r0..r1` (`r = (c·kh + u)·kw + v`) of the tile's input taps into

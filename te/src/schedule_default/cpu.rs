@@ -19,10 +19,10 @@
 //!   Dense, batch-matmul and 1×1 stride-1 conv2d whose anchor matches the gemm
 //!   micro-kernel's declaration instead take `gemm_tiles`: tiles of up to 16 (a
 //!   conv2d: 64) by 64 outputs, each computed by one tensorized `microkernel gemm` call;
-//!   every other group-1 conv2d, and a depthwise one, can take `conv2d_tiles`: up to
+//!   every other group-1 conv2d, and a depthwise one, takes `conv2d_tiles`: up to
 //!   64 output channels by up to 64 output pixels, one tensorized `microkernel conv2d`
-//!   (or `depthwise_conv2d`) call each — off by default (`CONV2D_MICROKERNEL`: slower
-//!   than the channel-vectorized tiles as measured so far).
+//!   (or `depthwise_conv2d`) call each. The channel-vectorized tiles above remain for
+//!   the conv2d the micro-kernels do not match (other groups, an inlined input).
 //! - **Every other materialized stage** (outputs and intermediates: pooling, softmax,
 //!   reductions, data movement): the innermost data axis is split and vectorized and
 //!   moved inside the reduction loops, the remaining outer data loops are fused into one
@@ -91,19 +91,12 @@ pub fn generic(s: &mut Schedule, op: OpId) -> Result<()> {
     Ok(())
 }
 
-/// Whether the default schedule sends KxK, strided and depthwise conv2d to
-/// [`conv2d_tiles`]. Off: measured in release on ResNet-18 (2 threads), the conv2d
-/// micro-kernel path ran 2.2 s against ~0.7-1.2 s for the channel-vectorized tiles, a
-/// regression not yet understood (the kernel itself is property-tested; its speed is
-/// not). Turn on once a benchmark shows it faster.
-const CONV2D_MICROKERNEL: bool = false;
-
 /// Register tiling of output `o` and its anchor `a` (see the module doc).
 fn anchored(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<()> {
     if matches!(tag, Tag::Dense | Tag::BatchMatmul | Tag::Conv2d) && gemm_tiles(s, o, a, tag)? {
         return Ok(());
     }
-    if CONV2D_MICROKERNEL && tag == Tag::Conv2d && conv2d_tiles(s, o, a)? {
+    if tag == Tag::Conv2d && conv2d_tiles(s, o, a)? {
         return Ok(());
     }
     let data = data_leaves(s, o);
