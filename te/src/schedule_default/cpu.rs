@@ -60,6 +60,10 @@ pub fn schedule(s: &mut Schedule, ctx: &Ctx, outputs: &[Tensor]) -> Result<()> {
     Ok(())
 }
 
+/// The fewest iterations of the other axes for which [`generic`] keeps a ragged last
+/// axis out of the parallel loop (enough to share among the threads).
+const SERIAL_ROWS_AT_LEAST: usize = 16;
+
 /// Parallel outer loop, vectorized innermost data axis (see the module doc).
 pub fn generic(s: &mut Schedule, op: OpId) -> Result<()> {
     let data = data_leaves(s, op);
@@ -85,7 +89,20 @@ pub fn generic(s: &mut Schedule, op: OpId) -> Result<()> {
     if let Some(li) = vector {
         set_kind(s, op, li, ForKind::Vectorized)?;
     }
-    if let Some(p) = fuse_all(s, op, &outer)? {
+    // A ragged (scalar) last axis stays a serial inner loop when the other axes give
+    // the parallel loop enough iterations: fused in, every element would pay the
+    // divisions that recover its indices (a conv2d's padded input: 58-wide rows).
+    let mut par = &outer[..];
+    if vector.is_none() && outer.len() > 1 {
+        let mut rows = 1;
+        for &x in &outer[..outer.len() - 1] {
+            rows *= s.graph().iter_var(x)?.extent;
+        }
+        if rows >= SERIAL_ROWS_AT_LEAST {
+            par = &outer[..outer.len() - 1];
+        }
+    }
+    if let Some(p) = fuse_all(s, op, par)? {
         set_kind(s, op, p, ForKind::Parallel)?;
     }
     Ok(())
