@@ -1,5 +1,7 @@
-//! The loop IR's math intrinsics on float32 values (float16 values computed in float32
-//! and rounded back, as the interpreter does), from GLSL.std.450 and core instructions.
+//! The loop IR's math intrinsics on float32 values (float16 and bfloat16 values computed
+//! in float32 and rounded back, as the interpreter does), from GLSL.std.450 and core
+//! instructions; on float64 the exact ones (`abs`, `floor`, `ceil`, `sqrt`, `rsqrt`,
+//! `fma`).
 //!
 //! Exact where Vulkan promises it or where the form is exact: `abs`, `floor`, `ceil`,
 //! `rsqrt` as `1 / sqrt(x)` (the interpreter's two roundings; `InverseSqrt` is an
@@ -68,6 +70,9 @@ impl Gen<'_> {
             return Err(self.err(format!("`{}` on {d}", intrinsic.name())));
         }
         let x = args[0].id;
+        if d == DType::F64 {
+            return self.intrinsic_f64(intrinsic, &args);
+        }
         let id = match intrinsic {
             Intrinsic::Exp => self.exp(x)?,
             Intrinsic::Log => self.glsl(Glsl::Log, &[x])?,
@@ -94,9 +99,44 @@ impl Gen<'_> {
         self.narrow(Val { id, dtype: d })
     }
 
+    /// A float64 intrinsic: the exact ones from GLSL.std.450 (which has `Exp`, `Log`,
+    /// `Pow`, `Tanh` only for 16- and 32-bit floats).
+    fn intrinsic_f64(&mut self, intrinsic: Intrinsic, args: &[Val]) -> Result<Val> {
+        let d = DType::F64;
+        let x = args[0].id;
+        let id = match intrinsic {
+            Intrinsic::Sqrt => self.glsl_of(d, Glsl::Sqrt, &[x])?,
+            Intrinsic::Rsqrt => {
+                let s = self.glsl_of(d, Glsl::Sqrt, &[x])?;
+                let one = self.const_float(1.0, d)?;
+                let t = self.ty(d)?;
+                let r = self.b.f_div(t, None, one, s);
+                let r = self.ok(r)?;
+                self.exact(r)
+            }
+            Intrinsic::Fma => self.glsl_of(d, Glsl::Fma, &[x, args[1].id, args[2].id])?,
+            Intrinsic::Abs => self.glsl_of(d, Glsl::FAbs, &[x])?,
+            Intrinsic::Floor => self.glsl_of(d, Glsl::Floor, &[x])?,
+            Intrinsic::Ceil => self.glsl_of(d, Glsl::Ceil, &[x])?,
+            other => {
+                return Err(self.err(format!(
+                    "`{}` on float64 (GLSL.std.450 has it for 16- and 32-bit floats only; \
+                     no float64 sequence yet)",
+                    other.name()
+                )));
+            }
+        };
+        Ok(Val { id, dtype: d })
+    }
+
     /// A GLSL.std.450 instruction on float32 operands.
     fn glsl(&mut self, op: Glsl, args: &[Word]) -> Result<Word> {
-        let f = self.ty(DType::F32)?;
+        self.glsl_of(DType::F32, op, args)
+    }
+
+    /// A GLSL.std.450 instruction whose operands and result hold float dtype `d`.
+    fn glsl_of(&mut self, d: DType, op: Glsl, args: &[Word]) -> Result<Word> {
+        let f = self.ty(d)?;
         let set = self.glsl;
         let r = self.b.ext_inst(
             f,
