@@ -224,8 +224,6 @@ fn calls_are_timed_and_division_by_zero_is_reported() {
 /// folded over the dispatch's x, y and z and give the loop-IR interpreter's values.
 #[test]
 fn a_grid_past_the_dispatch_limit_is_folded() {
-    use kiln::KernelLibrary;
-    use kiln_backend_spirv::vulkan::VulkanLibrary;
     if vulkan().is_none() {
         return;
     }
@@ -254,20 +252,7 @@ fn a_grid_past_the_dispatch_limit_is_folded() {
         "{launch:?}"
     );
     let a = NDArray::random_uniform(vec![3, 140000], DType::F32, 3, -1.0, 1.0);
-    let want = kiln_te::tir::interp::run_with_inputs(&f, std::slice::from_ref(&a)).unwrap();
-    let lib = VulkanLibrary::new(gpu.clone(), program).unwrap();
-    let bytes = a.to_le_bytes();
-    let (da, dc) = (
-        lib.alloc(bytes.len()).unwrap(),
-        lib.alloc(bytes.len()).unwrap(),
-    );
-    lib.copy_to_device(&*da, &bytes).unwrap();
-    lib.call(0, &[da, dc.clone()]).unwrap();
-    lib.synchronize().unwrap();
-    let mut got = vec![0u8; bytes.len()];
-    lib.copy_to_host(&*dc, &mut got).unwrap();
-    let got = NDArray::from_le_bytes(vec![3, 140000], DType::F32, &got).unwrap();
-    assert_eq!(got, want[0]);
+    run_on_vulkan(&f, std::slice::from_ref(&a));
 }
 
 /// `benchmark` and the debug executor's profile time `vulkan` kernels with the device's
@@ -415,4 +400,182 @@ fn narrow_and_unsigned_integers_at_their_extremes() {
                 .unwrap_or_else(|e| panic!("cast {to} to {dtype}: {e}"));
         }
     }
+}
+
+/// uint64 (its bit pattern in int64, compared, divided and converted unsigned), float64
+/// and bfloat16 (16-bit patterns, computed in float32) at their extremes: every binary
+/// op the backend does not declare unsupported and casts to and from every other dtype
+/// equal the reference on every backend, vulkan included — exactly, but for bfloat16
+/// arithmetic (computed in float32 and rounded once, like the graph reference up to
+/// the op suite's bfloat16 tolerance).
+#[test]
+fn wide_and_brain_floats_at_their_extremes() {
+    use kiln_ir::op::{Binary, BinaryKind, Cast};
+    use kiln_ir::tensor::Data;
+    use kiln_testsuite::ops::{Arg, BF16_ROUNDING, EXACT, check_all, one_op, tt};
+    if vulkan().is_none() {
+        return;
+    }
+    const N: usize = 12;
+    let top = u64::MAX as i64;
+    let ints = |d: DType, v: [i64; N]| NDArray::new(vec![N], Data::from_i64(d, v)).unwrap();
+    let floats = |d: DType, v: [f64; N]| NDArray::new(vec![N], Data::from_f64(d, v)).unwrap();
+    let half = 1i64 << 63;
+    let f_edges = [
+        f64::NAN,
+        -0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1.5,
+        -2.25,
+        1e300,
+        1.00390625,
+        1.01171875,
+        -7.0,
+        1.8e19,
+        3.0,
+    ];
+    let f_others = [
+        2.0, 0.0, 1.0, -3.5, 0.0625, 0.75, -1e300, 5.0, -0.5, 7.0, 2.5, 3.0,
+    ];
+    let operands = |d: DType| match d {
+        DType::U64 => (
+            ints(
+                d,
+                [
+                    0,
+                    top,
+                    1,
+                    half,
+                    i64::MAX,
+                    7,
+                    3,
+                    2,
+                    top - 1,
+                    5,
+                    1 << 32,
+                    12345,
+                ],
+            ),
+            ints(d, [1, 2, top, 3, half, 7, half + 2, 2, top, 9, 1 << 32, 5]),
+        ),
+        _ => (floats(d, f_edges), floats(d, f_others)),
+    };
+    for dtype in [DType::U64, DType::F64, DType::BF16] {
+        let tol = if dtype == DType::BF16 {
+            BF16_ROUNDING
+        } else {
+            EXACT
+        };
+        let (a, b) = operands(dtype);
+        let t2 = [Arg::T(tt(&[N], dtype)), Arg::T(tt(&[N], dtype))];
+        for kind in BinaryKind::ALL {
+            let Ok((m, params)) = one_op(Binary::new(kind), &t2) else {
+                continue;
+            };
+            let (x, y) = match kind {
+                BinaryKind::Power if dtype == DType::U64 => {
+                    (ints(dtype, [2; N]), ints(dtype, [3; N]))
+                }
+                _ => (a.clone(), b.clone()),
+            };
+            check_all(&m, &params, &[x, y], tol)
+                .unwrap_or_else(|e| panic!("{dtype} {}: {e}", kind.name()));
+        }
+        for to in DType::ALL {
+            if to == dtype {
+                continue;
+            }
+            let (m, params) = one_op(Cast::new(to), &[Arg::T(tt(&[N], dtype))]).unwrap();
+            check_all(&m, &params, std::slice::from_ref(&a), EXACT)
+                .unwrap_or_else(|e| panic!("cast {dtype} to {to}: {e}"));
+            let (m, params) = one_op(Cast::new(dtype), &[Arg::T(tt(&[N], to))]).unwrap();
+            let x = if to.is_float() {
+                floats(to, f_edges)
+            } else {
+                let (lo, hi) = kiln_te::tir::semantics::int_range(to);
+                ints(
+                    to,
+                    [
+                        lo,
+                        hi,
+                        0,
+                        1,
+                        -1,
+                        7,
+                        lo + 1,
+                        hi - 1,
+                        255,
+                        -129,
+                        70_000,
+                        1 << 33,
+                    ],
+                )
+            };
+            check_all(&m, &params, &[x], EXACT)
+                .unwrap_or_else(|e| panic!("cast {to} to {dtype}: {e}"));
+        }
+    }
+}
+
+/// A 32-bit integer widened to 64 bits keeps its sign in a comparison: lavapipe got
+/// `cast(int64, x) < 0` wrong for negative x when the cast was an `OpSConvert` (ONNX
+/// BitwiseAnd/Or on int8 and int16 lost their sign bits).
+#[test]
+fn a_widened_negative_integer_compares_below_zero() {
+    if vulkan().is_none() {
+        return;
+    }
+    for d in ["int8", "int16", "int32"] {
+        let f = kiln_te::tir::parse(&format!(
+            "primfn @k(%a: Buffer[(4), {d}, global], out %c: Buffer[(4), int64, global]) {{
+  launch_thread blockIdx.x (%x, 0, 2) {{
+    launch_thread threadIdx.x (%t, 0, 2) {{
+      %c[%x * 2 + %t] = select(cast(int64, %a[%x * 2 + %t]) < 0i64, 5i64, cast(int64, %a[%x * 2 + %t]))
+    }}
+  }}
+}}"
+        ))
+        .unwrap();
+        let dtype = f.buffer(f.params[0]).unwrap().dtype;
+        let a = NDArray::new(
+            vec![4],
+            kiln_ir::tensor::Data::from_i64(dtype, [-91, 91, -1, -128]),
+        )
+        .unwrap();
+        let got = run_on_vulkan(&f, std::slice::from_ref(&a));
+        assert_eq!(got.to_i64_vec(), vec![5, 91, 5, 5], "{d}");
+    }
+}
+
+/// Runs kernel `f` (one output, the last parameter) on the default Vulkan device with
+/// `inputs`, returns the output and checks it equals the loop-IR interpreter's.
+fn run_on_vulkan(f: &PrimFunc, inputs: &[NDArray]) -> NDArray {
+    use kiln::KernelLibrary;
+    use kiln_backend_spirv::vulkan::VulkanLibrary;
+    let gpu = kiln_backend_spirv::VulkanBackend::probe().unwrap();
+    let program = compile_module(std::slice::from_ref(f), &gpu.features).unwrap();
+    let want = kiln_te::tir::interp::run_with_inputs(f, inputs).unwrap();
+    let lib = VulkanLibrary::new(gpu.clone(), program).unwrap();
+    let mut args = vec![];
+    for a in inputs {
+        let bytes = a.to_le_bytes();
+        let d = lib.alloc(bytes.len()).unwrap();
+        lib.copy_to_device(&*d, &bytes).unwrap();
+        args.push(d);
+    }
+    let out = &want[0];
+    let mut got = vec![0u8; out.to_le_bytes().len()];
+    let dc = lib.alloc(got.len()).unwrap();
+    args.push(dc.clone());
+    lib.call(0, &args).unwrap();
+    lib.synchronize().unwrap();
+    lib.copy_to_host(&*dc, &mut got).unwrap();
+    let got = NDArray::from_le_bytes(out.shape().to_vec(), out.dtype(), &got).unwrap();
+    assert_eq!(
+        &got, out,
+        "@{} on vulkan vs the loop-IR interpreter",
+        f.name
+    );
+    got
 }

@@ -767,7 +767,11 @@ impl Gen<'_> {
             (f, to) if held_bits(f) == held_bits(to) => {
                 return self.narrow(Val { id: x, dtype: to });
             }
-            (f, to) if held_bits(f) == 64 || held_bits(to) == 64 => {
+            (_, to) if held_bits(to) == 64 => {
+                let r = self.sign_extend_to_64(t, x)?;
+                return self.narrow(Val { id: r, dtype: to });
+            }
+            (f, to) if held_bits(f) == 64 => {
                 let r = self.b.s_convert(t, None, x);
                 let r = self.ok(r)?;
                 return self.narrow(Val { id: r, dtype: to });
@@ -775,6 +779,23 @@ impl Gen<'_> {
             _ => return self.narrow(Val { id: x, dtype: to }),
         };
         Ok(Val { id, dtype: to })
+    }
+
+    /// Int32 `x` sign-extended to int64 (type `t`): zero-extended (`OpUConvert`), then
+    /// shifted up and arithmetically back down by 32. Not `OpSConvert`: lavapipe
+    /// compares its result wrongly (`cast(int64, x) < 0` false for a negative int32 x,
+    /// which lost the sign bits of ONNX BitwiseAnd/Or on int8 and int16).
+    fn sign_extend_to_64(&mut self, t: Word, x: Word) -> Result<Word> {
+        let u = self.b.type_int(64, 0);
+        let r = self.b.u_convert(u, None, x);
+        let r = self.ok(r)?;
+        let r = self.b.bitcast(t, None, r);
+        let r = self.ok(r)?;
+        let c32 = self.const_int(32, DType::I64)?;
+        let r = self.b.shift_left_logical(t, None, r, c32);
+        let r = self.ok(r)?;
+        let r = self.b.shift_right_arithmetic(t, None, r, c32);
+        self.ok(r)
     }
 
     /// Float `x` of dtype `from` to float dtype `to`, rounded once where the

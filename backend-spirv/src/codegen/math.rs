@@ -23,8 +23,8 @@
 //! - `erf` by a Taylor polynomial below 0.5 and Abramowitz–Stegun 7.1.26 above
 //!   (absolute error 1.5e-7);
 //! - `pow(x, y) = 2^(y·log2|x|)` with the sign and the special cases of `powf`
-//!   (`y = 0`, `x = 1`, negative `x` with integer `y`), as GLSL's `Pow` is undefined
-//!   for `x < 0`.
+//!   (`y = 0`, `x = 1`, negative `x` with integer `y`, `x = -inf`), as GLSL's `Pow` is
+//!   undefined for `x < 0`.
 
 use kiln_executor::Result;
 use kiln_ir::DType;
@@ -421,6 +421,12 @@ impl Gen<'_> {
         let not_int = self.b.logical_not(bool_t, None, int);
         let not_int = self.ok(not_int)?;
         let bad = self.b.logical_and(bool_t, None, not_int, neg);
+        let bad = self.ok(bad)?;
+        // ... but `powf(-inf, y)` is `+0` or `+inf` (the magnitude's power) then.
+        let minus_inf = self.const_f32(f32::NEG_INFINITY);
+        let finite = self.b.f_ord_not_equal(bool_t, None, x, minus_inf);
+        let finite = self.ok(finite)?;
+        let bad = self.b.logical_and(bool_t, None, bad, finite);
         let bad = self.ok(bad)?;
         let nan = self.const_f32(f32::NAN);
         r = self.fselect(bad, nan, r)?;
