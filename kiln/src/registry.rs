@@ -57,7 +57,7 @@ impl Registry {
     /// device), `cpu` (Cranelift), `vulkan` (SPIR-V; runs where a Vulkan device is
     /// found) and `cuda` (PTX; runs with the `cuda` feature's runtime).
     pub fn builtin() -> Registry {
-        let builtin: [Arc<dyn Backend>; 4] = [
+        let builtin: Vec<Arc<dyn Backend>> = vec![
             Arc::new(InterpBackend),
             Arc::new(kiln_backend_cranelift::CraneliftBackend),
             Arc::new(kiln_backend_spirv::VulkanBackend),
