@@ -20,9 +20,12 @@ pub mod vulkan;
 use std::sync::Arc;
 
 pub use kiln_executor::Backend;
-use kiln_executor::{Error, KernelLibrary, Result, Target, TargetKind, Unsupported};
+use kiln_executor::{
+    Error, KernelLibrary, OptionValue, Result, Target, TargetKind, TargetOption, Unsupported,
+};
 use kiln_ir::DType;
 use kiln_te::tir::{self, PrimFunc};
+use kiln_te::topi::ScheduleKind;
 
 pub use features::Features;
 pub use launch::Launch;
@@ -133,6 +136,13 @@ impl VulkanBackend {
     }
 }
 
+/// The options of a `vulkan` target.
+const VULKAN_OPTIONS: [TargetOption; 1] = [TargetOption {
+    name: "device",
+    value: OptionValue::Device,
+    doc: "the Vulkan device: its index in the loader's list, or part of its name",
+}];
+
 impl Backend for VulkanBackend {
     fn name(&self) -> &str {
         "vulkan"
@@ -140,6 +150,30 @@ impl Backend for VulkanBackend {
 
     fn target_kind(&self) -> TargetKind {
         TargetKind::Vulkan
+    }
+
+    /// `-device`.
+    fn options(&self) -> &[TargetOption] {
+        &VULKAN_OPTIONS
+    }
+
+    /// Available when the default device opens ([`VulkanBackend::probe`]).
+    fn availability(&self) -> std::result::Result<(), String> {
+        Self::probe().map(|_| ())
+    }
+
+    /// Workgroups and invocations.
+    fn schedule_kind(&self, _target: &Target) -> ScheduleKind {
+        ScheduleKind::Gpu
+    }
+
+    fn listing_name(&self) -> Option<&str> {
+        Some("spirv")
+    }
+
+    /// One disassembled module per launch ([`spirv_of`]).
+    fn listing(&self, _target: &Target, kernels: &[PrimFunc]) -> Result<String> {
+        spirv_of(kernels)
     }
 
     /// The ops the SPIR-V codegen does not emit yet (the
