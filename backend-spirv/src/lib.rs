@@ -178,8 +178,8 @@ impl Backend for VulkanBackend {
 
     /// The ops the SPIR-V codegen does not emit yet (the
     /// trigonometric ops, whose GLSL.std.450 accuracy is not established; the float64
-    /// ops needing `exp`, `log`, `pow`, `tanh` or `erf`, which GLSL.std.450 has for 16-
-    /// and 32-bit floats only), and the dtypes the default device cannot hold, with the
+    /// ops needing `pow`, `tanh`, `sigmoid` or `erf`, which GLSL.std.450 has for 16- and
+    /// 32-bit floats only), and the dtypes the default device cannot hold, with the
     /// capability it lacks.
     fn unsupported(&self) -> Vec<Unsupported> {
         let mut out = Vec::new();

@@ -1,7 +1,7 @@
 //! The loop IR's math intrinsics on float32 values (float16 and bfloat16 values computed
 //! in float32 and rounded back, as the interpreter does), from GLSL.std.450 and core
 //! instructions; on float64 the exact ones (`abs`, `floor`, `ceil`, `sqrt`, `rsqrt`,
-//! `fma`).
+//! `fma`) and `exp`, `log` ([`super::math64`]).
 //!
 //! Exact where Vulkan promises it or where the form is exact: `abs`, `floor`, `ceil`,
 //! `rsqrt` as `1 / sqrt(x)` (the interpreter's two roundings; `InverseSqrt` is an
@@ -100,11 +100,14 @@ impl Gen<'_> {
     }
 
     /// A float64 intrinsic: the exact ones from GLSL.std.450 (which has `Exp`, `Log`,
-    /// `Pow`, `Tanh` only for 16- and 32-bit floats).
+    /// `Pow`, `Tanh` only for 16- and 32-bit floats), `exp` and `log` from
+    /// [`super::math64`].
     fn intrinsic_f64(&mut self, intrinsic: Intrinsic, args: &[Val]) -> Result<Val> {
         let d = DType::F64;
         let x = args[0].id;
         let id = match intrinsic {
+            Intrinsic::Exp => self.exp_f64(x)?,
+            Intrinsic::Log => self.log_f64(x)?,
             Intrinsic::Sqrt => self.glsl_of(d, Glsl::Sqrt, &[x])?,
             Intrinsic::Rsqrt => {
                 let s = self.glsl_of(d, Glsl::Sqrt, &[x])?;
@@ -135,7 +138,7 @@ impl Gen<'_> {
     }
 
     /// A GLSL.std.450 instruction whose operands and result hold float dtype `d`.
-    fn glsl_of(&mut self, d: DType, op: Glsl, args: &[Word]) -> Result<Word> {
+    pub(super) fn glsl_of(&mut self, d: DType, op: Glsl, args: &[Word]) -> Result<Word> {
         let f = self.ty(d)?;
         let set = self.glsl;
         let r = self.b.ext_inst(
