@@ -176,8 +176,9 @@ impl Backend for VulkanBackend {
         spirv_of(kernels)
     }
 
-    /// The ops the SPIR-V codegen does not emit yet (the
-    /// trigonometric ops, whose GLSL.std.450 accuracy is not established; the float64
+    /// The ops the SPIR-V codegen does not emit yet (the circular trigonometric ops,
+    /// whose GLSL.std.450 accuracy is not established, and on float64 the hyperbolic
+    /// ones too, which other float dtypes compute in float64; the float64
     /// ops needing `pow`, `tanh`, `sigmoid` or `erf`, which GLSL.std.450 has for 16- and
     /// 32-bit floats only), and the dtypes the default device cannot hold, with the
     /// capability it lacks.
@@ -191,7 +192,11 @@ impl Backend for VulkanBackend {
             });
         }
         for t in tir::Trig::ALL {
+            let via_f64 = codegen::TRIG_VIA_F64.contains(&t);
             for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+                if via_f64 && dtype != DType::F64 {
+                    continue;
+                }
                 out.push(Unsupported {
                     op: t.name().into(),
                     dtype,
@@ -206,6 +211,21 @@ impl Backend for VulkanBackend {
             return out;
         };
         let f = &gpu.features;
+        if !(f.float64 && f.int64) {
+            for t in codegen::TRIG_VIA_F64 {
+                for dtype in [DType::F32, DType::F16, DType::BF16] {
+                    out.push(Unsupported {
+                        op: t.name().into(),
+                        dtype,
+                        reason: format!(
+                            "computed in float64, which device `{}` lacks (shaderFloat64, \
+                             shaderInt64)",
+                            f.device
+                        ),
+                    });
+                }
+            }
+        }
         let mut lacks = |have: bool, dtypes: &[DType], what: &str| {
             if !have {
                 for &dtype in dtypes {

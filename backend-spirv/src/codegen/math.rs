@@ -28,7 +28,7 @@
 
 use kiln_executor::Result;
 use kiln_ir::DType;
-use kiln_te::tir::Intrinsic;
+use kiln_te::tir::{Intrinsic, Trig};
 use rspirv::dr::Operand;
 use rspirv::spirv::{GlslStd450Op as Glsl, Word};
 
@@ -90,11 +90,10 @@ impl Gen<'_> {
             Intrinsic::Abs => self.glsl(Glsl::FAbs, &[x])?,
             Intrinsic::Floor => self.glsl(Glsl::Floor, &[x])?,
             Intrinsic::Ceil => self.glsl(Glsl::Ceil, &[x])?,
-            // Declared unsupported (`VulkanBackend::unsupported`): GLSL.std.450's
-            // trigonometric instructions have no error bound in the specification.
-            Intrinsic::Trig(t) => {
-                return Err(self.err(format!("`{}` (no SPIR-V sequence yet)", t.name())));
-            }
+            // The hyperbolic ones in float64 ([`super::math64`]); the circular ones are
+            // declared unsupported (`VulkanBackend::unsupported`): GLSL.std.450's have
+            // no error bound in the specification.
+            Intrinsic::Trig(t) => self.trig_via_f64(t, x)?,
         };
         self.narrow(Val { id, dtype: d })
     }
@@ -130,6 +129,20 @@ impl Gen<'_> {
             }
         };
         Ok(Val { id, dtype: d })
+    }
+
+    /// Trigonometric `t` of float32 `x`, computed in float64 (exact conversions both
+    /// ways but the final rounding) where [`super::math64`] has a sequence for it.
+    fn trig_via_f64(&mut self, t: Trig, x: Word) -> Result<Word> {
+        let d = self.ty(DType::F64)?;
+        let f = self.ty(DType::F32)?;
+        let wide = self.b.f_convert(d, None, x);
+        let wide = self.ok(wide)?;
+        let Some(r) = self.hyperbolic_f64(t, wide)? else {
+            return Err(self.err(format!("`{}` (no SPIR-V sequence yet)", t.name())));
+        };
+        let r = self.b.f_convert(f, None, r);
+        self.ok(r)
     }
 
     /// A GLSL.std.450 instruction on float32 operands.

@@ -1,4 +1,5 @@
-//! float64 `exp` and `log`, which GLSL.std.450 has for 16- and 32-bit floats only:
+//! float64 `exp` and `log`, which GLSL.std.450 has for 16- and 32-bit floats only, and
+//! from them the hyperbolic functions and their inverses:
 //! range reduction and a polynomial in core float64 instructions (each operation
 //! `NoContraction`, the polynomials by Horner's rule with GLSL's `Fma`, which takes
 //! doubles), the exponent handled in the bits (`Int64`).
@@ -18,9 +19,20 @@
 //!   (error below `2^-58.45`), plus `k·ln2` in two parts. Error: below 1 ulp as fdlibm
 //!   states; within 2 ulp is what the test checks against the platform's `ln`. `x < 0`
 //!   and NaN give NaN, `±0` `-inf`, `+inf` `+inf`.
+//! - `log1p(u) = log(1+u)·u/((1+u)−1)` (Goldberg's form: exact-argument correction,
+//!   a few ulp), `u` itself where `1+u` rounds to 1.
+//! - `sinh`, `cosh`: `(e^a ∓ e^-a)/2` of `a = |x|`, and below `a = 1` sinh's Taylor
+//!   polynomial to `x^17` (truncation below `1e-17` relative), so no cancellation;
+//!   `asinh(a) = log1p(a + a²/(1 + √(1+a²)))`, `acosh(x) = log1p(t + √(t·(t+2)))` with
+//!   `t = x − 1` (NaN below 1), `atanh(a) = log1p(2a/(1−a))/2`; the odd ones take `x`'s
+//!   sign. Used for
+//!   float32 (and float16, bfloat16) arguments, which convert to float64 exactly: the
+//!   float64 result is within a few float64 ulp, so the rounded float32 result is within
+//!   1 float32 ulp (the test checks that against the platform's `f32` functions).
 
 use kiln_executor::Result;
 use kiln_ir::DType;
+use kiln_te::tir::Trig;
 use rspirv::spirv::{GlslStd450Op as Glsl, Word};
 
 use super::Gen;
@@ -226,5 +238,115 @@ impl Gen<'_> {
         let xn = self.b.is_nan(bool_t, None, x);
         let xn = self.ok(xn)?;
         self.d_select(xn, x, res)
+    }
+
+    /// `log(1 + u)` (see the module doc).
+    fn log1p_f64(&mut self, u: Word) -> Result<Word> {
+        use rspirv::spirv::Op::{FAdd, FDiv, FMul, FSub};
+        let bool_t = self.ty(DType::Bool)?;
+        let one = self.c64(1.0)?;
+        let w = self.d_op(FAdd, one, u)?;
+        let l = self.log_f64(w)?;
+        let wm = self.d_op(FSub, w, one)?;
+        let q = self.d_op(FDiv, u, wm)?;
+        let r = self.d_op(FMul, l, q)?;
+        let tiny = self.b.f_ord_equal(bool_t, None, w, one);
+        let tiny = self.ok(tiny)?;
+        let r = self.d_select(tiny, u, r)?;
+        let inf = self.b.is_inf(bool_t, None, u);
+        let inf = self.ok(inf)?;
+        let r = self.d_select(inf, l, r)?;
+        Ok(r)
+    }
+
+    /// `|r|` with the sign of `x` (float64).
+    fn d_copysign(&mut self, x: Word, r: Word) -> Result<Word> {
+        let t = self.ty(D)?;
+        let u = self.float_bits_ty(D)?;
+        let bx = self.b.bitcast(u, None, x);
+        let bx = self.ok(bx)?;
+        let br = self.b.bitcast(u, None, r);
+        let br = self.ok(br)?;
+        let sign = self.constant_u64(1 << 63, u);
+        let mag = self.constant_u64(!(1 << 63), u);
+        let s = self.b.bitwise_and(u, None, bx, sign);
+        let s = self.ok(s)?;
+        let m = self.b.bitwise_and(u, None, br, mag);
+        let m = self.ok(m)?;
+        let o = self.b.bitwise_or(u, None, s, m);
+        let o = self.ok(o)?;
+        let r = self.b.bitcast(t, None, o);
+        self.ok(r)
+    }
+
+    /// A hyperbolic function or its inverse on float64 `x` (see the module doc); `None`
+    /// for the circular ones.
+    pub(super) fn hyperbolic_f64(&mut self, t: Trig, x: Word) -> Result<Option<Word>> {
+        use rspirv::spirv::Op::{FAdd, FDiv, FMul, FSub};
+        let a = self.glsl_of(D, Glsl::FAbs, &[x])?;
+        let (one, two, half) = (self.c64(1.0)?, self.c64(2.0)?, self.c64(0.5)?);
+        let exps = |g: &mut Self| -> Result<(Word, Word)> {
+            let e = g.exp_f64(a)?;
+            let inv = g.d_op(FDiv, one, e)?;
+            Ok((e, inv))
+        };
+        Ok(Some(match t {
+            Trig::Sinh => {
+                let (e, inv) = exps(self)?;
+                let d = self.d_op(FSub, e, inv)?;
+                let big = self.d_op(FMul, d, half)?;
+                let z = self.d_op(FMul, a, a)?;
+                let mut coeffs = [1.0f64; 9];
+                for n in 1..9 {
+                    coeffs[n] = coeffs[n - 1] / ((2 * n) * (2 * n + 1)) as f64;
+                }
+                let p = self.d_horner(z, &coeffs)?;
+                let small = self.d_op(FMul, a, p)?;
+                let lt = self.d_lt(a, one)?;
+                let r = self.d_select(lt, small, big)?;
+                self.d_copysign(x, r)?
+            }
+            Trig::Cosh => {
+                let (e, inv) = exps(self)?;
+                let s = self.d_op(FAdd, e, inv)?;
+                self.d_op(FMul, s, half)?
+            }
+            Trig::Asinh => {
+                let aa = self.d_op(FMul, a, a)?;
+                let w = self.d_op(FAdd, one, aa)?;
+                let root = self.glsl_of(D, Glsl::Sqrt, &[w])?;
+                let den = self.d_op(FAdd, one, root)?;
+                let q = self.d_op(FDiv, aa, den)?;
+                let u = self.d_op(FAdd, a, q)?;
+                // (inf/inf above is not a number; asinh(inf) is inf.)
+                let bool_t = self.ty(DType::Bool)?;
+                let inf = self.b.is_inf(bool_t, None, a);
+                let inf = self.ok(inf)?;
+                let u = self.d_select(inf, a, u)?;
+                let r = self.log1p_f64(u)?;
+                self.d_copysign(x, r)?
+            }
+            Trig::Acosh => {
+                let tt = self.d_op(FSub, x, one)?;
+                let t2 = self.d_op(FAdd, tt, two)?;
+                let p = self.d_op(FMul, tt, t2)?;
+                let root = self.glsl_of(D, Glsl::Sqrt, &[p])?;
+                let u = self.d_op(FAdd, tt, root)?;
+                let r = self.log1p_f64(u)?;
+                // Below 1 the form is finite; acosh is not defined there.
+                let below = self.d_lt(x, one)?;
+                let nan = self.c64(f64::NAN)?;
+                self.d_select(below, nan, r)?
+            }
+            Trig::Atanh => {
+                let den = self.d_op(FSub, one, a)?;
+                let a2 = self.d_op(FAdd, a, a)?;
+                let u = self.d_op(FDiv, a2, den)?;
+                let l = self.log1p_f64(u)?;
+                let r = self.d_op(FMul, l, half)?;
+                self.d_copysign(x, r)?
+            }
+            _ => return Ok(None),
+        }))
     }
 }

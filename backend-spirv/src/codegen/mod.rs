@@ -44,7 +44,7 @@ use std::collections::HashMap;
 
 use kiln_executor::{Error, Result};
 use kiln_ir::DType;
-use kiln_te::tir::{BufferId, PrimFunc, Scope, Stmt, ThreadAxis};
+use kiln_te::tir::{BufferId, PrimFunc, Scope, Stmt, ThreadAxis, Trig};
 use rspirv::binary::Assemble;
 use rspirv::dr::{self, Builder, Operand};
 use rspirv::spirv::{
@@ -83,6 +83,17 @@ struct BufVar {
 /// The graph ops whose float64 lowering calls an intrinsic the codegen has no float64
 /// sequence for (`pow`, `tanh`, `sigmoid`, `erf`: GLSL.std.450 has them for 16- and
 /// 32-bit floats only); [`crate::VulkanBackend`] declares them unsupported.
+/// The trigonometric intrinsics float32 (float16, bfloat16) values compute in float64
+/// ([`math64`]'s hyperbolic functions): the others (and these on float64) are declared
+/// unsupported by [`crate::VulkanBackend`].
+pub(crate) const TRIG_VIA_F64: [Trig; 5] = [
+    Trig::Sinh,
+    Trig::Cosh,
+    Trig::Asinh,
+    Trig::Acosh,
+    Trig::Atanh,
+];
+
 pub(crate) const F64_MISSING_OPS: [&str; 4] = ["tanh", "sigmoid", "erf", "power"];
 
 /// The SPIR-V words of the launch of `func` rooted at `root`.
@@ -428,6 +439,11 @@ impl<'a> Gen<'a> {
     pub(crate) fn const_i32(&mut self, v: i32) -> Word {
         let t = self.b.type_int(32, 1);
         self.constant(t, v as u32 as u64, false)
+    }
+
+    /// A 64-bit constant of (unsigned 64-bit integer) type `ty`.
+    pub(crate) fn constant_u64(&mut self, v: u64, ty: Word) -> Word {
+        self.constant(ty, v, true)
     }
 
     pub(crate) fn const_u32(&mut self, v: u32) -> Word {
