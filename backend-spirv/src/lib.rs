@@ -176,9 +176,9 @@ impl Backend for VulkanBackend {
         spirv_of(kernels)
     }
 
-    /// The ops the SPIR-V codegen does not emit yet (the circular trigonometric ops,
-    /// whose GLSL.std.450 accuracy is not established, and on float64 the hyperbolic
-    /// ones too, which other float dtypes compute in float64; the float64
+    /// The ops the SPIR-V codegen does not emit yet (`sin`, `cos`, `tan`, whose
+    /// GLSL.std.450 accuracy is not established, and on float64 every trigonometric op,
+    /// which the other float dtypes compute in float64; the float64
     /// ops needing `pow`, `tanh`, `sigmoid` or `erf`, which GLSL.std.450 has for 16- and
     /// 32-bit floats only), and the dtypes the default device cannot hold, with the
     /// capability it lacks.

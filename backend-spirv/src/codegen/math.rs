@@ -90,9 +90,9 @@ impl Gen<'_> {
             Intrinsic::Abs => self.glsl(Glsl::FAbs, &[x])?,
             Intrinsic::Floor => self.glsl(Glsl::Floor, &[x])?,
             Intrinsic::Ceil => self.glsl(Glsl::Ceil, &[x])?,
-            // The hyperbolic ones in float64 ([`super::math64`]); the circular ones are
-            // declared unsupported (`VulkanBackend::unsupported`): GLSL.std.450's have
-            // no error bound in the specification.
+            // In float64 ([`super::math64`]) but `sin`, `cos`, `tan`, which are declared
+            // unsupported (`VulkanBackend::unsupported`): GLSL.std.450's have no error
+            // bound in the specification.
             Intrinsic::Trig(t) => self.trig_via_f64(t, x)?,
         };
         self.narrow(Val { id, dtype: d })
@@ -138,7 +138,7 @@ impl Gen<'_> {
         let f = self.ty(DType::F32)?;
         let wide = self.b.f_convert(d, None, x);
         let wide = self.ok(wide)?;
-        let Some(r) = self.hyperbolic_f64(t, wide)? else {
+        let Some(r) = self.trig_f64(t, wide)? else {
             return Err(self.err(format!("`{}` (no SPIR-V sequence yet)", t.name())));
         };
         let r = self.b.f_convert(f, None, r);

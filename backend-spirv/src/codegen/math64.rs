@@ -1,5 +1,5 @@
-//! float64 `exp` and `log`, which GLSL.std.450 has for 16- and 32-bit floats only, and
-//! from them the hyperbolic functions and their inverses:
+//! float64 `exp` and `log`, which GLSL.std.450 has for 16- and 32-bit floats only, from
+//! them the hyperbolic functions and their inverses, and the inverse circular ones:
 //! range reduction and a polynomial in core float64 instructions (each operation
 //! `NoContraction`, the polynomials by Horner's rule with GLSL's `Fma`, which takes
 //! doubles), the exponent handled in the bits (`Int64`).
@@ -25,7 +25,14 @@
 //!   polynomial to `x^17` (truncation below `1e-17` relative), so no cancellation;
 //!   `asinh(a) = log1p(a + a²/(1 + √(1+a²)))`, `acosh(x) = log1p(t + √(t·(t+2)))` with
 //!   `t = x − 1` (NaN below 1), `atanh(a) = log1p(2a/(1−a))/2`; the odd ones take `x`'s
-//!   sign. Used for
+//!   sign.
+//! - `atan`: `|x| > 1` through `π/2 − atan(1/|x|)`, then two halvings
+//!   `t/(1 + √(1+t²))` (`atan t = 2·atan` of it) down to `|t| ≤ tan(π/16)`, and the
+//!   Taylor series to `t^25` (truncation below `1e-18` relative); `asin(x) =
+//!   atan(x/√(1−x²))` (`1 − x²` exact for a float32 `x`), `acos(x) =
+//!   2·atan(√((1−x)/(1+x)))` (no cancellation near 1). NaN outside `[-1, 1]`.
+//!
+//! These are used for
 //!   float32 (and float16, bfloat16) arguments, which convert to float64 exactly: the
 //!   float64 result is within a few float64 ulp, so the rounded float32 result is within
 //!   1 float32 ulp (the test checks that against the platform's `f32` functions).
@@ -279,9 +286,38 @@ impl Gen<'_> {
         self.ok(r)
     }
 
-    /// A hyperbolic function or its inverse on float64 `x` (see the module doc); `None`
-    /// for the circular ones.
-    pub(super) fn hyperbolic_f64(&mut self, t: Trig, x: Word) -> Result<Option<Word>> {
+    /// `atan(x)` on float64 (see the module doc).
+    fn atan_f64(&mut self, x: Word) -> Result<Word> {
+        use rspirv::spirv::Op::{FAdd, FDiv, FMul, FSub};
+        let a = self.glsl_of(D, Glsl::FAbs, &[x])?;
+        let one = self.c64(1.0)?;
+        let inv = self.d_lt(one, a)?;
+        let ra = self.d_op(FDiv, one, a)?;
+        let mut t = self.d_select(inv, ra, a)?;
+        for _ in 0..2 {
+            let tt = self.d_op(FMul, t, t)?;
+            let w = self.d_op(FAdd, one, tt)?;
+            let root = self.glsl_of(D, Glsl::Sqrt, &[w])?;
+            let den = self.d_op(FAdd, one, root)?;
+            t = self.d_op(FDiv, t, den)?;
+        }
+        let z = self.d_op(FMul, t, t)?;
+        let coeffs: Vec<f64> = (0..13)
+            .map(|n| if n % 2 == 0 { 1.0 } else { -1.0 } / (2 * n + 1) as f64)
+            .collect();
+        let p = self.d_horner(z, &coeffs)?;
+        let p = self.d_op(FMul, t, p)?;
+        let four = self.c64(4.0)?;
+        let r = self.d_op(FMul, p, four)?;
+        let half_pi = self.c64(std::f64::consts::FRAC_PI_2)?;
+        let rr = self.d_op(FSub, half_pi, r)?;
+        let r = self.d_select(inv, rr, r)?;
+        self.d_copysign(x, r)
+    }
+
+    /// A trigonometric function on float64 `x` (see the module doc); `None` for those
+    /// without a sequence here (`sin`, `cos`, `tan`).
+    pub(super) fn trig_f64(&mut self, t: Trig, x: Word) -> Result<Option<Word>> {
         use rspirv::spirv::Op::{FAdd, FDiv, FMul, FSub};
         let a = self.glsl_of(D, Glsl::FAbs, &[x])?;
         let (one, two, half) = (self.c64(1.0)?, self.c64(2.0)?, self.c64(0.5)?);
@@ -346,7 +382,23 @@ impl Gen<'_> {
                 let r = self.d_op(FMul, l, half)?;
                 self.d_copysign(x, r)?
             }
-            _ => return Ok(None),
+            Trig::Atan => self.atan_f64(x)?,
+            Trig::Asin => {
+                let xx = self.d_op(FMul, x, x)?;
+                let w = self.d_op(FSub, one, xx)?;
+                let root = self.glsl_of(D, Glsl::Sqrt, &[w])?;
+                let q = self.d_op(FDiv, x, root)?;
+                self.atan_f64(q)?
+            }
+            Trig::Acos => {
+                let num = self.d_op(FSub, one, x)?;
+                let den = self.d_op(FAdd, one, x)?;
+                let q = self.d_op(FDiv, num, den)?;
+                let root = self.glsl_of(D, Glsl::Sqrt, &[q])?;
+                let r = self.atan_f64(root)?;
+                self.d_op(FMul, r, two)?
+            }
+            Trig::Sin | Trig::Cos | Trig::Tan => return Ok(None),
         }))
     }
 }

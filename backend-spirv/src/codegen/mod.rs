@@ -80,20 +80,23 @@ struct BufVar {
     elem: Word,
 }
 
-/// The graph ops whose float64 lowering calls an intrinsic the codegen has no float64
-/// sequence for (`pow`, `tanh`, `sigmoid`, `erf`: GLSL.std.450 has them for 16- and
-/// 32-bit floats only); [`crate::VulkanBackend`] declares them unsupported.
 /// The trigonometric intrinsics float32 (float16, bfloat16) values compute in float64
-/// ([`math64`]'s hyperbolic functions): the others (and these on float64) are declared
-/// unsupported by [`crate::VulkanBackend`].
-pub(crate) const TRIG_VIA_F64: [Trig; 5] = [
+/// ([`math64`]): the others (`sin`, `cos`, `tan`), and all of them on float64, are
+/// declared unsupported by [`crate::VulkanBackend`].
+pub(crate) const TRIG_VIA_F64: [Trig; 8] = [
     Trig::Sinh,
     Trig::Cosh,
     Trig::Asinh,
     Trig::Acosh,
     Trig::Atanh,
+    Trig::Atan,
+    Trig::Asin,
+    Trig::Acos,
 ];
 
+/// The graph ops whose float64 lowering calls an intrinsic the codegen has no float64
+/// sequence for (`pow`, `tanh`, `sigmoid`, `erf`: GLSL.std.450 has them for 16- and
+/// 32-bit floats only); [`crate::VulkanBackend`] declares them unsupported.
 pub(crate) const F64_MISSING_OPS: [&str; 4] = ["tanh", "sigmoid", "erf", "power"];
 
 /// The SPIR-V words of the launch of `func` rooted at `root`.
