@@ -176,11 +176,10 @@ impl Backend for VulkanBackend {
         spirv_of(kernels)
     }
 
-    /// The ops the SPIR-V codegen does not emit yet (`sin`, `cos`, `tan`, whose
-    /// GLSL.std.450 accuracy is not established, and on float64 every trigonometric op,
-    /// which the other float dtypes compute in float64; the float64
-    /// ops needing `pow`, `tanh`, `sigmoid` or `erf`, which GLSL.std.450 has for 16- and
-    /// 32-bit floats only), and the dtypes the default device cannot hold, with the
+    /// The ops the SPIR-V codegen does not emit yet (on float64: the trigonometric
+    /// ops, which the other float dtypes compute in float64 with float32 accuracy, and
+    /// those needing `pow`, `tanh`, `sigmoid` or `erf`, which GLSL.std.450 has for 16-
+    /// and 32-bit floats only), and what the default device cannot run, with the
     /// capability it lacks.
     fn unsupported(&self) -> Vec<Unsupported> {
         let mut out = Vec::new();
@@ -192,27 +191,18 @@ impl Backend for VulkanBackend {
             });
         }
         for t in tir::Trig::ALL {
-            let via_f64 = codegen::TRIG_VIA_F64.contains(&t);
-            for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
-                if via_f64 && dtype != DType::F64 {
-                    continue;
-                }
-                out.push(Unsupported {
-                    op: t.name().into(),
-                    dtype,
-                    reason: format!(
-                        "no SPIR-V sequence for `{}` with a known error yet",
-                        t.name()
-                    ),
-                });
-            }
+            out.push(Unsupported {
+                op: t.name().into(),
+                dtype: DType::F64,
+                reason: format!("no float64 SPIR-V sequence for `{}` yet", t.name()),
+            });
         }
         let Ok(gpu) = Self::probe() else {
             return out;
         };
         let f = &gpu.features;
         if !(f.float64 && f.int64) {
-            for t in codegen::TRIG_VIA_F64 {
+            for t in tir::Trig::ALL {
                 for dtype in [DType::F32, DType::F16, DType::BF16] {
                     out.push(Unsupported {
                         op: t.name().into(),

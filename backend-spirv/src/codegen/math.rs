@@ -1,7 +1,8 @@
 //! The loop IR's math intrinsics on float32 values (float16 and bfloat16 values computed
 //! in float32 and rounded back, as the interpreter does), from GLSL.std.450 and core
 //! instructions; on float64 the exact ones (`abs`, `floor`, `ceil`, `sqrt`, `rsqrt`,
-//! `fma`) and `exp`, `log` ([`super::math64`]).
+//! `fma`) and `exp`, `log` ([`super::math64`]); the trigonometric functions of float32
+//! (float16, bfloat16) values in float64 ([`super::math64`]).
 //!
 //! Exact where Vulkan promises it or where the form is exact: `abs`, `floor`, `ceil`,
 //! `rsqrt` as `1 / sqrt(x)` (the interpreter's two roundings; `InverseSqrt` is an
@@ -90,9 +91,8 @@ impl Gen<'_> {
             Intrinsic::Abs => self.glsl(Glsl::FAbs, &[x])?,
             Intrinsic::Floor => self.glsl(Glsl::Floor, &[x])?,
             Intrinsic::Ceil => self.glsl(Glsl::Ceil, &[x])?,
-            // In float64 ([`super::math64`]) but `sin`, `cos`, `tan`, which are declared
-            // unsupported (`VulkanBackend::unsupported`): GLSL.std.450's have no error
-            // bound in the specification.
+            // In float64 ([`super::math64`]): GLSL.std.450's have no error bound in the
+            // specification.
             Intrinsic::Trig(t) => self.trig_via_f64(t, x)?,
         };
         self.narrow(Val { id, dtype: d })
@@ -131,16 +131,14 @@ impl Gen<'_> {
         Ok(Val { id, dtype: d })
     }
 
-    /// Trigonometric `t` of float32 `x`, computed in float64 (exact conversions both
-    /// ways but the final rounding) where [`super::math64`] has a sequence for it.
+    /// Trigonometric `t` of float32 `x`, computed in float64 ([`super::math64`]; the
+    /// conversions are exact both ways but the final rounding).
     fn trig_via_f64(&mut self, t: Trig, x: Word) -> Result<Word> {
         let d = self.ty(DType::F64)?;
         let f = self.ty(DType::F32)?;
         let wide = self.b.f_convert(d, None, x);
         let wide = self.ok(wide)?;
-        let Some(r) = self.trig_f64(t, wide)? else {
-            return Err(self.err(format!("`{}` (no SPIR-V sequence yet)", t.name())));
-        };
+        let r = self.trig_f64(t, wide)?;
         let r = self.b.f_convert(f, None, r);
         self.ok(r)
     }

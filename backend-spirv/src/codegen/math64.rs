@@ -1,5 +1,6 @@
 //! float64 `exp` and `log`, which GLSL.std.450 has for 16- and 32-bit floats only, from
-//! them the hyperbolic functions and their inverses, and the inverse circular ones:
+//! them the hyperbolic functions and their inverses, the inverse circular ones, and
+//! `sin`, `cos`, `tan` of float32 arguments:
 //! range reduction and a polynomial in core float64 instructions (each operation
 //! `NoContraction`, the polynomials by Horner's rule with GLSL's `Fma`, which takes
 //! doubles), the exponent handled in the bits (`Int64`).
@@ -31,6 +32,18 @@
 //!   Taylor series to `t^25` (truncation below `1e-18` relative); `asin(x) =
 //!   atan(x/√(1−x²))` (`1 − x²` exact for a float32 `x`), `acos(x) =
 //!   2·atan(√((1−x)/(1+x)))` (no cancellation near 1). NaN outside `[-1, 1]`.
+//! - `sin`, `cos`, `tan` of a float32 `x` (exact in float64): `|x| = (n + f)·π/2`,
+//!   `|f| ≤ 1/2`, then `r = f·π/2` and the Taylor polynomials of `sin r`, `cos r` (to
+//!   `r^19`, truncation below `1e-18`), picked and signed by `n mod 4` (`tan = sin/cos`).
+//!   Below `2^28·π/2` the reduction is musl's `__rem_pio2f` (`k = roundEven(x·2/π)`,
+//!   `x − k·pio2_1 − k·pio2_1t` with a 25-bit `pio2_1`: exact products, 25+53 bits of
+//!   `π/2`, enough for every float32 there as musl states); above, Payne–Hanek in
+//!   integers: the float32's 24-bit significand times four 24-bit chunks of `2/π`'s
+//!   bits (a table checked against a Machin computation; five chunks, so what is dropped
+//!   stays below 2^-61 of a quarter turn), each 48-bit product shifted
+//!   into a 64-bit fixed-point number with 2 integer bits (the wrapping of the
+//!   additions drops whole turns), which gives `n` and `f` to 2^-62. Infinite and NaN
+//!   `x` give NaN.
 //!
 //! These are used for
 //!   float32 (and float16, bfloat16) arguments, which convert to float64 exactly: the
@@ -48,6 +61,15 @@ const D: DType = DType::F64;
 /// `ln 2` in two parts, fdlibm's: the high part has 32 significant bits.
 const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-1;
 const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
+/// musl's `__rem_pio2f`: the first 25 bits of `π/2`, and the rest.
+const PIO2_1: f64 = 1.570_796_310_901_641_845_70;
+const PIO2_1T: f64 = 1.589_325_477_352_819_669_16e-8;
+/// The bits of `2/π` in 24-bit chunks (fdlibm's `ipio2`; equal to a Machin-formula
+/// computation of `2/π` to 400 bits).
+const TWO_OVER_PI: [u32; 9] = [
+    0xa2_f983, 0x6e_4e44, 0x15_29fc, 0x27_57d1, 0xf5_34dd, 0xc0_db62, 0x95_993c, 0x43_9041,
+    0xfe_5163,
+];
 /// fdlibm's `Lg1`..`Lg7`: `log(1+f) = f - f²/2 + s·(f²/2 + R)`, `R = Σ Lg_i·s^(2i)`.
 const LG: [f64; 7] = [
     6.666_666_666_666_735_130e-1,
@@ -315,9 +337,228 @@ impl Gen<'_> {
         self.d_copysign(x, r)
     }
 
-    /// A trigonometric function on float64 `x` (see the module doc); `None` for those
-    /// without a sequence here (`sin`, `cos`, `tan`).
-    pub(super) fn trig_f64(&mut self, t: Trig, x: Word) -> Result<Option<Word>> {
+    /// `|x| = (n + f)·π/2` for a float64 `x` holding a float32 value: `n mod 4` (int64)
+    /// and `r = f·π/2` (see the module doc).
+    fn reduce_pio2(&mut self, a: Word) -> Result<(Word, Word)> {
+        use rspirv::spirv::Op::{FMul, FSub};
+        let bool_t = self.ty(DType::Bool)?;
+        let i64t = self.ty(DType::I64)?;
+        let u = self.b.type_int(64, 0);
+        let t = self.ty(D)?;
+        let int = |g: &mut Self, v: i64| g.const_int(v, DType::I64);
+        // Medium: musl's __rem_pio2f.
+        let invpio2 = self.c64(std::f64::consts::FRAC_2_PI)?;
+        let (p1, p1t) = (self.c64(PIO2_1)?, self.c64(PIO2_1T)?);
+        let k = self.d_op(FMul, a, invpio2)?;
+        let k = self.glsl_of(D, Glsl::RoundEven, &[k])?;
+        let big_c = self.c64(2f64.powi(28) * std::f64::consts::FRAC_PI_2)?;
+        let medium = self.d_lt(a, big_c)?;
+        let zero = self.c64(0.0)?;
+        let k = self.d_select(medium, k, zero)?;
+        let kp = self.d_op(FMul, k, p1)?;
+        let r_med = self.d_op(FSub, a, kp)?;
+        let kpt = self.d_op(FMul, k, p1t)?;
+        let r_med = self.d_op(FSub, r_med, kpt)?;
+        let n_med = self.b.convert_f_to_s(i64t, None, k);
+        let n_med = self.ok(n_med)?;
+        // Large: Payne–Hanek on the float32 bits (a is a float32's value, >= 2^28).
+        let f32t = self.ty(DType::F32)?;
+        let narrow = self.b.f_convert(f32t, None, a);
+        let narrow = self.ok(narrow)?;
+        let i32t = self.ty(DType::I32)?;
+        let bits = self.b.bitcast(i32t, None, narrow);
+        let bits = self.ok(bits)?;
+        let bits = self.b.s_convert(i64t, None, bits);
+        let bits = self.ok(bits)?;
+        let (c23, mmask, hidden) = (int(self, 23)?, int(self, 0x7f_ffff)?, int(self, 0x80_0000)?);
+        let m = self.b.bitwise_and(i64t, None, bits, mmask);
+        let m = self.ok(m)?;
+        let m = self.b.bitwise_or(i64t, None, m, hidden);
+        let m = self.ok(m)?;
+        let biased = self.b.shift_right_arithmetic(i64t, None, bits, c23);
+        let biased = self.ok(biased)?;
+        let c255 = int(self, 255)?;
+        let biased = self.b.bitwise_and(i64t, None, biased, c255);
+        let biased = self.ok(biased)?;
+        // x = m·2^e; chunk j of 2/π weighs 2^-(24(j+1)); the term's shift into the
+        // 62-fraction-bit number is s_j = e + 38 - 24j; the first chunk taken is the
+        // first with s_j < 64: j0 = max(0, ceil((e - 25)/24)).
+        let c150 = int(self, 150)?;
+        let e = self.b.i_sub(i64t, None, biased, c150);
+        let e = self.ok(e)?;
+        let c2 = int(self, 2)?;
+        let num = self.b.i_sub(i64t, None, e, c2);
+        let num = self.ok(num)?;
+        let c24 = int(self, 24)?;
+        let j0 = self.b.s_div(i64t, None, num, c24);
+        let j0 = self.ok(j0)?;
+        // (e - 2)/24 truncated equals ceil((e - 25)/24) for e >= 2; e >= 5 here.
+        let (c0, c4) = (int(self, 0)?, int(self, 4)?);
+        let lo = self.b.s_less_than(bool_t, None, j0, c0);
+        let lo = self.ok(lo)?;
+        let j0 = self.b.select(i64t, None, lo, c0, j0);
+        let j0 = self.ok(j0)?;
+        let hi = self.b.s_greater_than(bool_t, None, j0, c4);
+        let hi = self.ok(hi)?;
+        let j0 = self.b.select(i64t, None, hi, c4, j0);
+        let j0 = self.ok(j0)?;
+        let c38 = int(self, 38)?;
+        let s0 = self.b.i_add(i64t, None, e, c38);
+        let s0 = self.ok(s0)?;
+        let j24 = self.b.i_mul(i64t, None, j0, c24);
+        let j24 = self.ok(j24)?;
+        let s0 = self.b.i_sub(i64t, None, s0, j24);
+        let s0 = self.ok(s0)?;
+        let mut acc = self.constant_u64(0, u);
+        for i in 0..5 {
+            // chunk j0 + i, picked from the table by a chain of selects.
+            let mut c = int(self, TWO_OVER_PI[i] as i64)?;
+            for j in 1..=4 {
+                let jc = int(self, j as i64)?;
+                let is = self.b.i_equal(bool_t, None, j0, jc);
+                let is = self.ok(is)?;
+                let v = int(self, TWO_OVER_PI[j + i] as i64)?;
+                let r = self.b.select(i64t, None, is, v, c);
+                c = self.ok(r)?;
+            }
+            let prod = self.b.i_mul(i64t, None, m, c);
+            let prod = self.ok(prod)?;
+            let ci = int(self, 24 * i as i64)?;
+            let sh = self.b.i_sub(i64t, None, s0, ci);
+            let sh = self.ok(sh)?;
+            // Left by sh (0 <= sh < 64) or right by -sh (the bits below 2^-62 dropped;
+            // a shift of 64 or more is 0).
+            let up = self.b.shift_left_logical(i64t, None, prod, sh);
+            let up = self.ok(up)?;
+            let nsh = self.b.s_negate(i64t, None, sh);
+            let nsh = self.ok(nsh)?;
+            let down = self.b.shift_right_logical(i64t, None, prod, nsh);
+            let down = self.ok(down)?;
+            let neg = self.b.s_less_than(bool_t, None, sh, c0);
+            let neg = self.ok(neg)?;
+            let v = self.b.select(i64t, None, neg, down, up);
+            let v = self.ok(v)?;
+            let c64_ = int(self, 64)?;
+            let gone_up = self.b.s_greater_than_equal(bool_t, None, sh, c64_);
+            let gone_up = self.ok(gone_up)?;
+            let cm64 = int(self, -64)?;
+            let gone_down = self.b.s_less_than_equal(bool_t, None, sh, cm64);
+            let gone_down = self.ok(gone_down)?;
+            let gone = self.b.logical_or(bool_t, None, gone_up, gone_down);
+            let gone = self.ok(gone)?;
+            let v = self.b.select(i64t, None, gone, c0, v);
+            let v = self.ok(v)?;
+            let v = self.b.bitcast(u, None, v);
+            let v = self.ok(v)?;
+            let r = self.b.i_add(u, None, acc, v);
+            acc = self.ok(r)?;
+        }
+        // acc = (n + frac)·2^62 mod 2^64; round to the nearest n (the wrapping add of
+        // 2^61 carries into n), then f = (acc + 2^61 mod 2^62) - 2^61 in [-1/2, 1/2).
+        let acc = self.b.bitcast(i64t, None, acc);
+        let acc = self.ok(acc)?;
+        let half_turn = int(self, 1 << 61)?;
+        let shifted = self.b.i_add(i64t, None, acc, half_turn);
+        let shifted = self.ok(shifted)?;
+        let c62 = int(self, 62)?;
+        let n_big = self.b.shift_right_logical(i64t, None, shifted, c62);
+        let n_big = self.ok(n_big)?;
+        let fmask = int(self, (1 << 62) - 1)?;
+        let fr = self.b.bitwise_and(i64t, None, shifted, fmask);
+        let fr = self.ok(fr)?;
+        let fr = self.b.i_sub(i64t, None, fr, half_turn);
+        let fr = self.ok(fr)?;
+        let fr = self.b.convert_s_to_f(t, None, fr);
+        let fr = self.ok(fr)?;
+        let scale = self.c64(std::f64::consts::FRAC_PI_2 / 2f64.powi(62))?;
+        let r_big = self.d_op(FMul, fr, scale)?;
+        let n = self.b.select(i64t, None, medium, n_med, n_big);
+        let n = self.ok(n)?;
+        let c3 = int(self, 3)?;
+        let n = self.b.bitwise_and(i64t, None, n, c3);
+        let n = self.ok(n)?;
+        let r = self.d_select(medium, r_med, r_big)?;
+        Ok((n, r))
+    }
+
+    /// `sin`, `cos` or `tan` of a float64 `x` holding a float32 value.
+    fn circular_f64(&mut self, t: Trig, x: Word) -> Result<Word> {
+        use rspirv::spirv::Op::{FDiv, FMul};
+        let bool_t = self.ty(DType::Bool)?;
+        let i64t = self.ty(DType::I64)?;
+        let a = self.glsl_of(D, Glsl::FAbs, &[x])?;
+        let (n, r) = self.reduce_pio2(a)?;
+        let z = self.d_op(FMul, r, r)?;
+        let mut sc = [1.0f64; 10];
+        let mut cc = [1.0f64; 10];
+        for k in 1..10 {
+            let (a2, b2) = ((2 * k) as f64, (2 * k + 1) as f64);
+            sc[k] = -sc[k - 1] / (a2 * b2);
+            cc[k] = -cc[k - 1] / ((a2 - 1.0) * a2);
+        }
+        let sp = self.d_horner(z, &sc)?;
+        let sin_r = self.d_op(FMul, r, sp)?;
+        let cos_r = self.d_horner(z, &cc)?;
+        let tp = self.ty(D)?;
+        let neg = |g: &mut Self, v: Word| -> Result<Word> {
+            let r = g.b.f_negate(tp, None, v);
+            g.ok(r)
+        };
+        let is = |g: &mut Self, k: i64| -> Result<Word> {
+            let c = g.const_int(k, DType::I64)?;
+            let r = g.b.i_equal(bool_t, None, n, c);
+            g.ok(r)
+        };
+        let _ = i64t;
+        let (n1, n2, n3) = (is(self, 1)?, is(self, 2)?, is(self, 3)?);
+        let (ms, mc) = (neg(self, sin_r)?, neg(self, cos_r)?);
+        // sin(|x|) by quadrant: sin r, cos r, -sin r, -cos r.
+        let pick = |g: &mut Self, v: [Word; 4]| -> Result<Word> {
+            let r = g.d_select(n1, v[1], v[0])?;
+            let r = g.d_select(n2, v[2], r)?;
+            g.d_select(n3, v[3], r)
+        };
+        let s = pick(self, [sin_r, cos_r, ms, mc])?;
+        let c = pick(self, [cos_r, ms, mc, sin_r])?;
+        let r = match t {
+            Trig::Sin => self.d_copysign_odd(x, s)?,
+            Trig::Cos => c,
+            _ => {
+                let q = self.d_op(FDiv, s, c)?;
+                self.d_copysign_odd(x, q)?
+            }
+        };
+        let inf = self.b.is_inf(bool_t, None, x);
+        let inf = self.ok(inf)?;
+        let nan_x = self.b.is_nan(bool_t, None, x);
+        let nan_x = self.ok(nan_x)?;
+        let bad = self.b.logical_or(bool_t, None, inf, nan_x);
+        let bad = self.ok(bad)?;
+        let nan = self.c64(f64::NAN)?;
+        self.d_select(bad, nan, r)
+    }
+
+    /// `f(|x|)` turned into `f(x)` for an odd `f`: its sign bit flipped by `x`'s (so
+    /// `f(-0) = -0`).
+    fn d_copysign_odd(&mut self, x: Word, v: Word) -> Result<Word> {
+        let t = self.ty(D)?;
+        let u = self.float_bits_ty(D)?;
+        let bx = self.b.bitcast(u, None, x);
+        let bx = self.ok(bx)?;
+        let bv = self.b.bitcast(u, None, v);
+        let bv = self.ok(bv)?;
+        let sign = self.constant_u64(1 << 63, u);
+        let s = self.b.bitwise_and(u, None, bx, sign);
+        let s = self.ok(s)?;
+        let o = self.b.bitwise_xor(u, None, bv, s);
+        let o = self.ok(o)?;
+        let r = self.b.bitcast(t, None, o);
+        self.ok(r)
+    }
+
+    /// A trigonometric function of float64 `x` holding a float32 value (see the module
+    /// doc).
+    pub(super) fn trig_f64(&mut self, t: Trig, x: Word) -> Result<Word> {
         use rspirv::spirv::Op::{FAdd, FDiv, FMul, FSub};
         let a = self.glsl_of(D, Glsl::FAbs, &[x])?;
         let (one, two, half) = (self.c64(1.0)?, self.c64(2.0)?, self.c64(0.5)?);
@@ -326,7 +567,7 @@ impl Gen<'_> {
             let inv = g.d_op(FDiv, one, e)?;
             Ok((e, inv))
         };
-        Ok(Some(match t {
+        Ok(match t {
             Trig::Sinh => {
                 let (e, inv) = exps(self)?;
                 let d = self.d_op(FSub, e, inv)?;
@@ -398,7 +639,7 @@ impl Gen<'_> {
                 let r = self.atan_f64(root)?;
                 self.d_op(FMul, r, two)?
             }
-            Trig::Sin | Trig::Cos | Trig::Tan => return Ok(None),
-        }))
+            Trig::Sin | Trig::Cos | Trig::Tan => self.circular_f64(t, x)?,
+        })
     }
 }

@@ -44,7 +44,7 @@ use std::collections::HashMap;
 
 use kiln_executor::{Error, Result};
 use kiln_ir::DType;
-use kiln_te::tir::{BufferId, PrimFunc, Scope, Stmt, ThreadAxis, Trig};
+use kiln_te::tir::{BufferId, PrimFunc, Scope, Stmt, ThreadAxis};
 use rspirv::binary::Assemble;
 use rspirv::dr::{self, Builder, Operand};
 use rspirv::spirv::{
@@ -79,20 +79,6 @@ struct BufVar {
     class: StorageClass,
     elem: Word,
 }
-
-/// The trigonometric intrinsics float32 (float16, bfloat16) values compute in float64
-/// ([`math64`]): the others (`sin`, `cos`, `tan`), and all of them on float64, are
-/// declared unsupported by [`crate::VulkanBackend`].
-pub(crate) const TRIG_VIA_F64: [Trig; 8] = [
-    Trig::Sinh,
-    Trig::Cosh,
-    Trig::Asinh,
-    Trig::Acosh,
-    Trig::Atanh,
-    Trig::Atan,
-    Trig::Asin,
-    Trig::Acos,
-];
 
 /// The graph ops whose float64 lowering calls an intrinsic the codegen has no float64
 /// sequence for (`pow`, `tanh`, `sigmoid`, `erf`: GLSL.std.450 has them for 16- and
