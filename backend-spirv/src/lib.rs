@@ -178,8 +178,8 @@ impl Backend for VulkanBackend {
 
     /// The ops the SPIR-V codegen does not emit yet (on float64: the trigonometric
     /// ops, which the other float dtypes compute in float64 with float32 accuracy, and
-    /// those needing `pow`, `tanh`, `sigmoid` or `erf`, which GLSL.std.450 has for 16-
-    /// and 32-bit floats only), and what the default device cannot run, with the
+    /// those needing `pow` or `erf`, which GLSL.std.450 has for 16- and 32-bit floats
+    /// only or not at all), and what the default device cannot run, with the
     /// capability it lacks.
     fn unsupported(&self) -> Vec<Unsupported> {
         let mut out = Vec::new();

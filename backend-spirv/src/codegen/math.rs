@@ -1,7 +1,7 @@
 //! The loop IR's math intrinsics on float32 values (float16 and bfloat16 values computed
 //! in float32 and rounded back, as the interpreter does), from GLSL.std.450 and core
 //! instructions; on float64 the exact ones (`abs`, `floor`, `ceil`, `sqrt`, `rsqrt`,
-//! `fma`) and `exp`, `log` ([`super::math64`]); the trigonometric functions of float32
+//! `fma`) and `exp`, `log`, `sigmoid`, `tanh` ([`super::math64`]); the trigonometric functions of float32
 //! (float16, bfloat16) values in float64 ([`super::math64`]).
 //!
 //! Exact where Vulkan promises it or where the form is exact: `abs`, `floor`, `ceil`,
@@ -99,14 +99,16 @@ impl Gen<'_> {
     }
 
     /// A float64 intrinsic: the exact ones from GLSL.std.450 (which has `Exp`, `Log`,
-    /// `Pow`, `Tanh` only for 16- and 32-bit floats), `exp` and `log` from
-    /// [`super::math64`].
+    /// `Pow`, `Tanh` only for 16- and 32-bit floats), `exp`, `log`, `sigmoid` and `tanh`
+    /// from [`super::math64`].
     fn intrinsic_f64(&mut self, intrinsic: Intrinsic, args: &[Val]) -> Result<Val> {
         let d = DType::F64;
         let x = args[0].id;
         let id = match intrinsic {
             Intrinsic::Exp => self.exp_f64(x)?,
             Intrinsic::Log => self.log_f64(x)?,
+            Intrinsic::Sigmoid => self.sigmoid_f64(x)?,
+            Intrinsic::Tanh => self.tanh_f64(x)?,
             Intrinsic::Sqrt => self.glsl_of(d, Glsl::Sqrt, &[x])?,
             Intrinsic::Rsqrt => {
                 let s = self.glsl_of(d, Glsl::Sqrt, &[x])?;

@@ -20,6 +20,10 @@
 //!   (error below `2^-58.45`), plus `k·ln2` in two parts. Error: below 1 ulp as fdlibm
 //!   states; within 2 ulp is what the test checks against the platform's `ln`. `x < 0`
 //!   and NaN give NaN, `±0` `-inf`, `+inf` `+inf`.
+//! - `sigmoid` in the interpreter's stable form (`e = exp(-|x|)`, `1/(1+e)` or
+//!   `e/(1+e)`): within 4 ulp; `tanh(x) = sinh(x)/cosh(x)` with the sequences below (no
+//!   cancellation near 0), `±1` beyond `|x| = 22` (where it rounds to 1): within 6 ulp.
+//!   Both are float64 only (the other floats use GLSL-based float32 forms).
 //! - `log1p(u) = log(1+u)·u/((1+u)−1)` (Goldberg's form: exact-argument correction,
 //!   a few ulp), `u` itself where `1+u` rounds to 1.
 //! - `sinh`, `cosh`: `(e^a ∓ e^-a)/2` of `a = |x|`, and below `a = 1` sinh's Taylor
@@ -306,6 +310,36 @@ impl Gen<'_> {
         let o = self.ok(o)?;
         let r = self.b.bitcast(t, None, o);
         self.ok(r)
+    }
+
+    /// The logistic function on float64 (see the module doc).
+    pub(super) fn sigmoid_f64(&mut self, x: Word) -> Result<Word> {
+        use rspirv::spirv::Op::{FAdd, FDiv};
+        let bool_t = self.ty(DType::Bool)?;
+        let a = self.glsl_of(D, Glsl::FAbs, &[x])?;
+        let t = self.ty(D)?;
+        let na = self.b.f_negate(t, None, a);
+        let na = self.ok(na)?;
+        let e = self.exp_f64(na)?;
+        let (one, zero) = (self.c64(1.0)?, self.c64(0.0)?);
+        let den = self.d_op(FAdd, one, e)?;
+        let pos = self.b.f_ord_greater_than_equal(bool_t, None, x, zero);
+        let pos = self.ok(pos)?;
+        let num = self.d_select(pos, one, e)?;
+        self.d_op(FDiv, num, den)
+    }
+
+    /// `tanh` on float64 (see the module doc).
+    pub(super) fn tanh_f64(&mut self, x: Word) -> Result<Word> {
+        use rspirv::spirv::Op::FDiv;
+        let a = self.glsl_of(D, Glsl::FAbs, &[x])?;
+        let s = self.trig_f64(Trig::Sinh, a)?;
+        let c = self.trig_f64(Trig::Cosh, a)?;
+        let q = self.d_op(FDiv, s, c)?;
+        let (one, far) = (self.c64(1.0)?, self.c64(22.0)?);
+        let big = self.d_lt(far, a)?;
+        let r = self.d_select(big, one, q)?;
+        self.d_copysign(x, r)
     }
 
     /// `atan(x)` on float64 (see the module doc).
