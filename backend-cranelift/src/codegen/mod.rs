@@ -120,7 +120,12 @@ const CODE_ARENA_BYTES: usize = 1 << 30;
 
 fn host_isa() -> Result<cranelift_codegen::isa::OwnedTargetIsa> {
     let mut fb = settings::builder();
+    // Cranelift's IR verifier re-checks every function before compiling it: on in debug
+    // builds (every test), off in release builds, where it cost a tenth of a model's
+    // code generation (as wasmtime ships it).
+    let verifier = if cfg!(debug_assertions) { "true" } else { "false" };
     for (k, v) in [
+        ("enable_verifier", verifier),
         ("opt_level", "speed"),
         ("use_colocated_libcalls", "false"),
         ("is_pic", "false"),
