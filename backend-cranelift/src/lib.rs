@@ -56,7 +56,7 @@ use std::time::Duration;
 use cranelift_jit::JITModule;
 use kiln_executor::backend::{Backend, DeviceBuffer, KernelLibrary};
 use kiln_executor::error::{Error, Result};
-use kiln_executor::target::{Target, TargetKind};
+use kiln_executor::target::{OptionValue, Target, TargetKind, TargetOption};
 use kiln_te::tir::PrimFunc;
 
 use crate::pool::Pool;
@@ -103,6 +103,26 @@ impl CraneliftBackend {
     }
 }
 
+/// The options of a `cpu` target.
+const CPU_OPTIONS: [TargetOption; 3] = [
+    TargetOption {
+        name: "threads",
+        value: OptionValue::Int { min: 1, max: 1024 },
+        doc: "worker threads for parallel loops",
+    },
+    TargetOption {
+        name: "fma",
+        value: OptionValue::Int { min: 0, max: 1 },
+        doc: "fuse multiply-adds when the host has FMA (1, the default) or round each (0)",
+    },
+    TargetOption {
+        name: "isa",
+        value: OptionValue::OneOf(&["avx512", "avx2", "sse"]),
+        doc: "the micro-kernels' vector ISA (default: the best the host runs; a level it \
+              lacks is refused at build)",
+    },
+];
+
 impl Backend for CraneliftBackend {
     fn name(&self) -> &str {
         "cranelift"
@@ -110,6 +130,11 @@ impl Backend for CraneliftBackend {
 
     fn target_kind(&self) -> TargetKind {
         TargetKind::Cpu
+    }
+
+    /// `-threads`, `-fma`, `-isa`.
+    fn options(&self) -> &[TargetOption] {
+        &CPU_OPTIONS
     }
 
     /// Two pool threads: parallel loops are exercised on any host.

@@ -26,9 +26,10 @@ pub mod testing;
 use std::sync::Arc;
 
 pub use kiln_executor::Backend;
-use kiln_executor::{Error, KernelLibrary, Result, Target, TargetKind};
+use kiln_executor::{Error, KernelLibrary, OptionValue, Result, Target, TargetKind, TargetOption};
 use kiln_ir::DType;
 use kiln_te::tir::{self, PrimFunc};
+use kiln_te::topi::ScheduleKind;
 
 pub use launch::Launch;
 pub use runtime::{CudaLibrary, PtxModule, PtxRuntime};
@@ -168,6 +169,13 @@ pub fn arch_of(target: &Target) -> Result<u32> {
     }
 }
 
+/// The options of a `cuda` target.
+const CUDA_OPTIONS: [TargetOption; 1] = [TargetOption {
+    name: "arch",
+    value: OptionValue::SmArch,
+    doc: "the GPU's compute capability",
+}];
+
 impl Backend for CudaBackend {
     fn name(&self) -> &str {
         "cuda"
@@ -175,6 +183,34 @@ impl Backend for CudaBackend {
 
     fn target_kind(&self) -> TargetKind {
         TargetKind::Cuda
+    }
+
+    /// `-arch`.
+    fn options(&self) -> &[TargetOption] {
+        &CUDA_OPTIONS
+    }
+
+    /// Available with a runtime: the CUDA driver (the `cuda` feature) or one given to
+    /// [`CudaBackend::with_runtime`].
+    fn availability(&self) -> std::result::Result<(), String> {
+        match self.runtime.is_some() || Self::has_device_runtime() {
+            true => Ok(()),
+            false => Err(NO_RUNTIME.into()),
+        }
+    }
+
+    /// Blocks and threads.
+    fn schedule_kind(&self, _target: &Target) -> ScheduleKind {
+        ScheduleKind::Gpu
+    }
+
+    fn listing_name(&self) -> Option<&str> {
+        Some("ptx")
+    }
+
+    /// The PTX module for the target's `-arch`.
+    fn listing(&self, target: &Target, kernels: &[PrimFunc]) -> Result<String> {
+        Ok(compile_module(kernels, arch_of(target)?)?.text)
     }
 
     /// Every op at the dtypes the PTX codegen does not emit yet (float64, bfloat16,

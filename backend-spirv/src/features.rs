@@ -1,5 +1,6 @@
 //! What a Vulkan device offers the code generator: the optional shader capabilities kiln's
-//! dtypes need (8-bit and 16-bit storage, `Float16`, `Int64`, float16 round-to-nearest)
+//! dtypes need (8-bit and 16-bit storage, `Float16`, `Float64`, `Int64`, float16
+//! round-to-nearest)
 //! and the compute limits a launch must fit (workgroup size and count, shared memory,
 //! storage-buffer range). Codegen refuses what the device lacks with an `Unsupported`
 //! error naming the capability; [`Features::ANY`] (no device) allows everything.
@@ -15,9 +16,12 @@ pub struct Features {
     pub float16: bool,
     /// `shaderRoundingModeRTEFloat16`: float16 conversions round to nearest even.
     pub rte16: bool,
-    /// `shaderInt64`: int64 values (and uint32 values, held zero-extended in int64).
+    /// `shaderInt64`: int64 and uint64 values (and uint32 values, held zero-extended in
+    /// int64).
     pub int64: bool,
-    /// `storageBuffer16BitAccess` and `shaderInt16`: int16 and uint16 buffers.
+    /// `shaderFloat64`: float64 values.
+    pub float64: bool,
+    /// `storageBuffer16BitAccess` and `shaderInt16`: int16, uint16 and bfloat16 buffers.
     pub int16: bool,
     /// `maxComputeWorkGroupSize`.
     pub max_group_size: [u32; 3],
@@ -40,6 +44,7 @@ impl Features {
         float16: true,
         rte16: true,
         int64: true,
+        float64: true,
         int16: true,
         max_group_size: [1024, 1024, 64],
         max_invocations: 1024,

@@ -20,9 +20,12 @@ pub mod vulkan;
 use std::sync::Arc;
 
 pub use kiln_executor::Backend;
-use kiln_executor::{Error, KernelLibrary, Result, Target, TargetKind, Unsupported};
+use kiln_executor::{
+    Error, KernelLibrary, OptionValue, Result, Target, TargetKind, TargetOption, Unsupported,
+};
 use kiln_ir::DType;
 use kiln_te::tir::{self, PrimFunc};
+use kiln_te::topi::ScheduleKind;
 
 pub use features::Features;
 pub use launch::Launch;
@@ -133,6 +136,13 @@ impl VulkanBackend {
     }
 }
 
+/// The options of a `vulkan` target.
+const VULKAN_OPTIONS: [TargetOption; 1] = [TargetOption {
+    name: "device",
+    value: OptionValue::Device,
+    doc: "the Vulkan device: its index in the loader's list, or part of its name",
+}];
+
 impl Backend for VulkanBackend {
     fn name(&self) -> &str {
         "vulkan"
@@ -142,36 +152,70 @@ impl Backend for VulkanBackend {
         TargetKind::Vulkan
     }
 
-    /// The dtypes and intrinsics the SPIR-V codegen does not emit yet (float64,
-    /// bfloat16, uint64; the trigonometric ops, whose GLSL.std.450
-    /// accuracy is not established), and the dtypes the default device cannot hold,
-    /// with the capability it lacks.
+    /// `-device`.
+    fn options(&self) -> &[TargetOption] {
+        &VULKAN_OPTIONS
+    }
+
+    /// Available when the default device opens ([`VulkanBackend::probe`]).
+    fn availability(&self) -> std::result::Result<(), String> {
+        Self::probe().map(|_| ())
+    }
+
+    /// Workgroups and invocations.
+    fn schedule_kind(&self, _target: &Target) -> ScheduleKind {
+        ScheduleKind::Gpu
+    }
+
+    fn listing_name(&self) -> Option<&str> {
+        Some("spirv")
+    }
+
+    /// One disassembled module per launch ([`spirv_of`]).
+    fn listing(&self, _target: &Target, kernels: &[PrimFunc]) -> Result<String> {
+        spirv_of(kernels)
+    }
+
+    /// The ops the SPIR-V codegen does not emit yet (on float64: the trigonometric
+    /// ops, which the other float dtypes compute in float64 with float32 accuracy, and
+    /// those needing `pow` or `erf`, which GLSL.std.450 has for 16- and 32-bit floats
+    /// only or not at all), and what the default device cannot run, with the
+    /// capability it lacks.
     fn unsupported(&self) -> Vec<Unsupported> {
-        let mut out: Vec<Unsupported> = DType::ALL
-            .into_iter()
-            .filter(|d| !codegen::EMITTED.contains(d))
-            .map(|dtype| Unsupported {
-                op: "*".into(),
-                dtype,
-                reason: format!("the SPIR-V codegen emits no {dtype} values yet"),
-            })
-            .collect();
+        let mut out = Vec::new();
+        for op in codegen::F64_MISSING_OPS {
+            out.push(Unsupported {
+                op: op.into(),
+                dtype: DType::F64,
+                reason: format!("no float64 SPIR-V sequence for `{op}` yet"),
+            });
+        }
         for t in tir::Trig::ALL {
-            for dtype in [DType::F32, DType::F16] {
-                out.push(Unsupported {
-                    op: t.name().into(),
-                    dtype,
-                    reason: format!(
-                        "no SPIR-V sequence for `{}` with a known error yet",
-                        t.name()
-                    ),
-                });
-            }
+            out.push(Unsupported {
+                op: t.name().into(),
+                dtype: DType::F64,
+                reason: format!("no float64 SPIR-V sequence for `{}` yet", t.name()),
+            });
         }
         let Ok(gpu) = Self::probe() else {
             return out;
         };
         let f = &gpu.features;
+        if !(f.float64 && f.int64) {
+            for t in tir::Trig::ALL {
+                for dtype in [DType::F32, DType::F16, DType::BF16] {
+                    out.push(Unsupported {
+                        op: t.name().into(),
+                        dtype,
+                        reason: format!(
+                            "computed in float64, which device `{}` lacks (shaderFloat64, \
+                             shaderInt64)",
+                            f.device
+                        ),
+                    });
+                }
+            }
+        }
         let mut lacks = |have: bool, dtypes: &[DType], what: &str| {
             if !have {
                 for &dtype in dtypes {
@@ -193,10 +237,19 @@ impl Backend for VulkanBackend {
             &[DType::F16],
             "float16 (shaderFloat16, storageBuffer16BitAccess, RTE rounding)",
         );
-        lacks(f.int64, &[DType::I64, DType::U32], "shaderInt64");
+        lacks(
+            f.int64,
+            &[DType::I64, DType::U64, DType::U32],
+            "shaderInt64",
+        );
+        lacks(
+            f.float64 && f.int64,
+            &[DType::F64],
+            "float64 (shaderFloat64, with shaderInt64 for its bits)",
+        );
         lacks(
             f.int16,
-            &[DType::I16, DType::U16],
+            &[DType::I16, DType::U16, DType::BF16],
             "16-bit integer storage (storageBuffer16BitAccess, shaderInt16)",
         );
         out

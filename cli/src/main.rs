@@ -7,7 +7,8 @@
 //! `--shape NAME=DIMS` fixing its input shapes. Errors print as one line (`error: ...`) with a
 //! non-zero exit code, never as a panic; usage errors too. Every `--target` is looked up
 //! in the `kiln` crate's backend registry, and the help texts list its targets (the word
-//! `TARGETS` in a help text below is replaced by that list when the command is built).
+//! `TARGETS` in a help text below is replaced by that list when the command is built, and
+//! `LISTINGS` by the backends' code listings for `inspect --emit`).
 
 /// `print!` for the whole crate (defined before the modules, so it shadows std's in
 /// them): a closed stdout (`kiln run ... | head -1`) ends the process quietly with
@@ -108,7 +109,7 @@ fn count_arg(text: &str) -> Result<usize, String> {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Print a model's graph IR, optimized graph IR, loop IR or PTX, as text.
+    /// Print a model's graph IR, optimized graph IR, loop IR or generated code, as text.
     Inspect {
         /// `zoo:NAME`, a text IR file or an ONNX file.
         model: String,
@@ -119,13 +120,12 @@ enum Command {
         types: bool,
         /// What to print: `graph` (the graph IR as loaded), `opt` (the graph IR after the
         /// optimizer, then a report of every pass as comments), `loop` (the loop IR of
-        /// every kernel of the optimized graph, one per fused group), `ptx` (the CUDA
-        /// backend's PTX of those kernels on GPU schedules) or `spirv` (the SPIR-V
-        /// backend's modules of them, disassembled).
+        /// every kernel of the optimized graph, one per fused group), or a backend's
+        /// listing of the code it generates for those kernels: LISTINGS.
         #[arg(long, default_value = "graph")]
         emit: String,
         /// The target whose default schedules `--emit loop` lowers with: TARGETS (or a
-        /// GPU kind without a backend yet, `cuda`, `vulkan`, for GPU schedules).
+        /// kind whose backend cannot run here, such as `cuda` without a CUDA runtime).
         #[arg(long, default_value = "cpu")]
         target: String,
         /// Graph-level optimization level for `--emit opt` and `--emit loop`, 0..=3
@@ -267,15 +267,30 @@ enum Command {
 }
 
 /// The command with the registry's target list in every help text that names TARGETS,
-/// and the zoo's models where it names ZOO.
+/// its backends' code listings where it names LISTINGS, and the zoo's models where it
+/// names ZOO.
 fn command() -> clap::Command {
-    let targets = compile::registry().targets_text();
+    let registry = compile::registry();
+    let targets = registry.targets_text();
     let zoo = kiln::layers::ir::zoo::NAMES
         .iter()
         .map(|n| format!("`zoo:{n}`"))
         .collect::<Vec<_>>()
         .join(", ");
-    let fill = |text: String| text.replace("TARGETS", &targets).replace("ZOO", &zoo);
+    let listings = registry
+        .listing_names()
+        .iter()
+        .map(|n| {
+            let kind = registry.listing(n).map(|b| b.target_kind().to_string());
+            format!("`{n}` (the `{}` backend's)", kind.unwrap_or_default())
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let fill = |text: String| {
+        text.replace("TARGETS", &targets)
+            .replace("ZOO", &zoo)
+            .replace("LISTINGS", &listings)
+    };
     let mut cmd = Cli::command();
     if let Some(about) = cmd.get_about().map(|a| fill(a.to_string())) {
         cmd = cmd.about(about);
@@ -289,12 +304,15 @@ fn command() -> clap::Command {
         .collect();
     for sub in subs {
         cmd = cmd.mut_subcommand(sub, |c| {
-            c.mut_arg("target", |a| {
-                let help = a.get_help().map(|h| fill(h.to_string()));
-                match help {
-                    Some(h) => a.help(h),
-                    None => a,
-                }
+            let args: Vec<String> = c.get_arguments().map(|a| a.get_id().to_string()).collect();
+            args.into_iter().fold(c, |c, arg| {
+                c.mut_arg(arg, |a| {
+                    let help = a.get_help().map(|h| fill(h.to_string()));
+                    match help {
+                        Some(h) => a.help(h),
+                        None => a,
+                    }
+                })
             })
         });
     }

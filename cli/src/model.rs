@@ -10,7 +10,6 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use kiln::layers::executor::backend::schedule_kind;
 use kiln::layers::executor::export::MAGIC;
 use kiln::layers::frontend_onnx::Error as OnnxError;
 use kiln::layers::ir::text::{PrintOptions, print_module};
@@ -188,8 +187,9 @@ pub struct InspectArgs {
 
 /// `kiln inspect MODEL [--types] [--emit graph|opt|loop] [--target T] [--opt-level N]`.
 /// `--emit loop` lowers under the schedule kind of the backend the registry names for
-/// `T`; a built-in kind without a backend yet (`cuda`, `vulkan`) shows the default
-/// schedules for its kind.
+/// `T` (also when it cannot run here: `cuda` without a CUDA runtime shows the GPU
+/// schedules); `--emit NAME` prints the code listing of the backend that has one called
+/// `NAME` (`ptx`, `spirv`).
 pub fn inspect(spec: &str, loading: &Loading, args: &InspectArgs) -> Result<()> {
     let opts = PrintOptions {
         types: args.types,
@@ -218,42 +218,52 @@ pub fn inspect(spec: &str, loading: &Loading, args: &InspectArgs) -> Result<()> 
                 println!("// {line}");
             }
         }
-        "loop" | "ptx" | "spirv" => {
-            let target: Target = args.target.parse()?;
-            let schedule = match crate::compile::parse_target(&args.target) {
-                _ if args.emit != "loop" => kiln::layers::te::topi::ScheduleKind::Gpu,
-                Ok(kiln::Resolved {
-                    target,
-                    backend: Some(b),
-                }) => b.schedule_kind(&target),
-                Ok(_) => bail!(
+        emit => {
+            let registry = crate::compile::registry();
+            // `loop` lowers for `--target`; a listing name (`ptx`, `spirv`) for the
+            // backend with that listing, on `--target` when it names that backend.
+            let listing = match emit {
+                "loop" => None,
+                name => Some(registry.listing(name).cloned().ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "unknown --emit `{name}` (known: graph, opt, loop, {})",
+                        registry.listing_names().join(", ")
+                    )
+                })?),
+            };
+            let mut target: Target = args.target.parse()?;
+            let backend = match &listing {
+                Some(b) if b.target_kind() != *target.kind() => {
+                    target = Target::new(b.target_kind());
+                    b.clone()
+                }
+                Some(b) => b.clone(),
+                None if *target.kind() == TargetKind::Ref => bail!(
                     "--emit loop needs a target with kernels; `ref` compiles none (targets: {})",
                     crate::compile::compiling_targets()
                 ),
-                Err(_) if !matches!(target.kind(), TargetKind::Custom(_)) => schedule_kind(&target),
-                Err(e) => return Err(e),
+                // A backend that cannot run here still shows its schedules.
+                None => match registry.described(target.kind()) {
+                    Some(b) => b.clone(),
+                    None => {
+                        registry.resolve(&args.target)?;
+                        bail!("no backend serves target `{target}`")
+                    }
+                },
             };
+            let target = target.check_options(backend.options())?;
+            let schedule = backend.schedule_kind(&target);
             let model = load(spec, loading)?;
             let opt = optimize(spec, &model, opt_level)?;
             let kernels = progress::step(format!("lowering {spec} for {target}"), || {
                 kernels_of(&opt.module, schedule)
             })
             .with_context(|| format!("cannot lower {spec} for {target}"))?;
-            if args.emit == "ptx" {
-                // What the CUDA backend generates for the kernels on GPU schedules.
+            if let Some(b) = listing {
                 print!(
                     "{}",
-                    kiln::layers::backend_cuda::ptx_of(&kernels)
-                        .with_context(|| format!("cannot generate PTX for {spec}"))?
-                );
-                return Ok(());
-            }
-            if args.emit == "spirv" {
-                // The SPIR-V backend's modules (one per launch), disassembled.
-                print!(
-                    "{}",
-                    kiln::layers::backend_spirv::spirv_of(&kernels)
-                        .with_context(|| format!("cannot generate SPIR-V for {spec}"))?
+                    b.listing(&target, &kernels)
+                        .with_context(|| format!("cannot generate {emit} for {spec}"))?
                 );
                 return Ok(());
             }
@@ -269,7 +279,6 @@ pub fn inspect(spec: &str, loading: &Loading, args: &InspectArgs) -> Result<()> 
             }
             print!("{out}");
         }
-        other => bail!("unknown --emit `{other}` (known: graph, opt, loop, ptx, spirv)"),
     }
     Ok(())
 }

@@ -436,7 +436,8 @@ fn bad_arguments_give_one_clear_line() {
     assert_clear_error(
         &kiln(&["bench", "zoo:mlp", "--target", "cuda -arch=sm_80"]),
         &[
-            "target `cuda -arch=sm_80` is not built yet",
+            "target `cuda -arch=sm_80` cannot run here",
+            "no CUDA runtime",
             "ref, interp, cpu",
         ],
     );

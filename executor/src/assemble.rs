@@ -50,6 +50,7 @@ pub fn assemble(
             backend.name()
         )));
     }
+    let target = &target.clone().check_options(backend.options())?;
     let graph = log.step("graph", || graph_of_main(optimized, params))?;
     let kernels = log.step("lower", || {
         lower_calls(&graph.calls, backend.schedule_kind(target))

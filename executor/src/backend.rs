@@ -48,10 +48,18 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// [`TargetKind::Custom`] kind for a backend from outside kiln).
     fn target_kind(&self) -> TargetKind;
 
-    /// The options its targets accept: the built-in kind's table, or for a custom kind
-    /// what the backend declares (none by default).
+    /// The options its targets accept (none by default): the registry checks a target
+    /// against this table when it resolves it, and help texts and errors list it.
     fn options(&self) -> &[TargetOption] {
-        self.target_kind().options().unwrap_or(&[])
+        &[]
+    }
+
+    /// Whether this backend can compile and run here, or why not (no device found, no
+    /// device runtime in this build). The registry lists every built-in backend but
+    /// offers only available ones; the reason is what a user asking for its target is
+    /// told. Available by default.
+    fn availability(&self) -> std::result::Result<(), String> {
+        Ok(())
     }
 
     /// The target the test suites run this backend with (`cpu -threads=2`); by default
@@ -72,9 +80,26 @@ pub trait Backend: Send + Sync + fmt::Debug {
     }
 
     /// Which default schedules the kernels are lowered with for `target`: loops for a
-    /// CPU, or blocks and threads for a GPU. By default, GPU targets get GPU schedules.
-    fn schedule_kind(&self, target: &Target) -> ScheduleKind {
-        schedule_kind(target)
+    /// CPU (the default), or blocks and threads for a GPU.
+    fn schedule_kind(&self, _target: &Target) -> ScheduleKind {
+        ScheduleKind::Cpu
+    }
+
+    /// The name of the text form this backend shows its generated code in (`ptx`,
+    /// `spirv`): what `kiln inspect --emit NAME` asks for. `None` (the default) when it
+    /// has none.
+    fn listing_name(&self) -> Option<&str> {
+        None
+    }
+
+    /// The code this backend generates for `kernels` (lowered with its
+    /// [`schedule_kind`](Self::schedule_kind)), as text in its
+    /// [`listing_name`](Self::listing_name) form. Needs no device.
+    fn listing(&self, _target: &Target, _kernels: &[PrimFunc]) -> Result<String> {
+        Err(crate::Error::Unsupported(format!(
+            "backend `{}` has no text form of its code",
+            self.name()
+        )))
     }
 
     /// Compiles `kernels` into a library for this backend's device; kernel `i` of the
@@ -176,14 +201,4 @@ pub trait DeviceBuffer: Send + Sync + fmt::Debug {
 
     /// The concrete buffer, for the backend that made it.
     fn as_any(&self) -> &dyn Any;
-}
-
-/// The default schedule kind for a target: GPU schedules for GPU targets, CPU schedules
-/// otherwise (the interpreters run CPU schedules fastest).
-pub fn schedule_kind(target: &Target) -> ScheduleKind {
-    if target.kind().is_gpu() {
-        ScheduleKind::Gpu
-    } else {
-        ScheduleKind::Cpu
-    }
 }

@@ -245,6 +245,9 @@ pub fn load_bytes_limited(
             backend.name()
         )));
     }
+    let target = target
+        .check_options(backend.options())
+        .map_err(|e| bad(format!("target `{target_text}`: {e}")))?;
     let graph = GraphJson::parse(graph_text).map_err(|e| bad(format!("graph: {e}")))?;
     check_plan(&graph).map_err(|e| bad(format!("memory plan: {e}")))?;
     let params = load_params(params_bytes).map_err(|e| bad(format!("params: {e}")))?;

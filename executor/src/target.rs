@@ -1,15 +1,17 @@
 //! Targets: what to compile for, written as TVM writes them, a kind followed by
 //! `-key=value` options (`cpu -threads=2`, `cuda -arch=sm_80`).
 //!
-//! Each kind accepts a fixed set of options, each with a checked value; parsing normalizes
-//! the value (`-threads=02` becomes `-threads=2`) and [`Display`](std::fmt::Display)
-//! writes the kind and its options in a fixed order, so `to_string` then `parse` gives
-//! back an equal target. Unknown kinds, unknown options, repeated options and malformed
-//! values are errors that list what is accepted.
+//! Parsing checks the form only (a known or well-formed kind, `-key=value` options, each
+//! key once). What each kind accepts is declared by the backend serving it
+//! ([`Backend::options`](crate::Backend::options)), never here: the registry of the
+//! `kiln` crate checks a target against its backend's table when it resolves it
+//! ([`Target::check_options`]), normalizing values (`-threads=02` becomes `-threads=2`)
+//! and listing what is accepted when an option is unknown or its value is bad.
+//! [`Display`](std::fmt::Display) writes the kind and its options sorted by key, so
+//! `to_string` then `parse` gives back an equal target.
 //!
 //! A target only names what to compile for; which backend serves a kind is decided by the
-//! backend registry of the `kiln` crate, never here. A custom kind's options are kept as
-//! written (`-key=value`, any key once) and checked by its backend.
+//! backend registry of the `kiln` crate, never here.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -18,10 +20,11 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
-/// What kind of target: which code generator and device. The built-in kinds have fixed
-/// option tables; [`TargetKind::Custom`] is the kind of a backend from outside kiln,
-/// named by that backend (`toy`), so it never has to impersonate a built-in kind. Which
-/// backend serves a kind is decided by the registry in the `kiln` crate, never here.
+/// What kind of target: which code generator and device. The built-in kinds are the
+/// names kiln's own backends serve (and TVM users know); [`TargetKind::Custom`] is a kind
+/// named by its backend (`toy`), so a backend from outside kiln never has to impersonate
+/// a built-in kind. Which backend serves a kind, and what options it takes, is decided by
+/// the registry in the `kiln` crate and the backend, never here.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TargetKind {
     /// The graph-IR reference interpreter, run without compiling: the oracle.
@@ -34,8 +37,8 @@ pub enum TargetKind {
     Cuda,
     /// Any Vulkan device through SPIR-V.
     Vulkan,
-    /// A kind named by a backend outside kiln: a lowercase word (`[a-z][a-z0-9_]*`) that
-    /// is not a built-in kind's name. Its options are checked by its backend.
+    /// A kind named by its backend: a lowercase word (`[a-z][a-z0-9_]*`) that is not a
+    /// built-in kind's name.
     Custom(Arc<str>),
 }
 
@@ -66,39 +69,21 @@ impl TargetKind {
             TargetKind::Custom(name) => name,
         }
     }
+}
 
-    /// The options a built-in kind accepts, in the order they are written; `None` for a
-    /// custom kind, whose backend declares and checks its own.
-    pub fn options(&self) -> Option<&'static [TargetOption]> {
-        match self {
-            TargetKind::Ref | TargetKind::Interp => Some(&[]),
-            TargetKind::Cpu => Some(&[THREADS, FMA, ISA]),
-            TargetKind::Cuda => Some(&[ARCH, MAX_THREADS_PER_BLOCK]),
-            TargetKind::Vulkan => Some(&[MAX_THREADS_PER_BLOCK, DEVICE]),
-            TargetKind::Custom(_) => None,
-        }
+/// What `accepted` (the options a target kind's backend declares) are, for error messages.
+fn accepted_text(kind: &TargetKind, accepted: &[TargetOption]) -> String {
+    if accepted.is_empty() {
+        return format!("target `{kind}` takes no options");
     }
-
-    /// Whether compiled code runs on a device with its own memory (needs copies).
-    pub fn is_gpu(&self) -> bool {
-        matches!(self, TargetKind::Cuda | TargetKind::Vulkan)
-    }
-
-    /// What this kind's options are, for error messages.
-    fn accepted_options(&self) -> String {
-        match self.options() {
-            Some([]) => format!("target `{}` takes no options", self.name()),
-            Some(opts) => format!(
-                "target `{}` accepts {}",
-                self.name(),
-                opts.iter()
-                    .map(|o| format!("-{}={} ({})", o.name, o.value.placeholder(), o.doc))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            None => format!("target `{}` checks its options in its backend", self.name()),
-        }
-    }
+    format!(
+        "target `{kind}` accepts {}",
+        accepted
+            .iter()
+            .map(|o| format!("-{}={} ({})", o.name, o.value.placeholder(), o.doc))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 impl fmt::Display for TargetKind {
@@ -210,37 +195,6 @@ impl OptionValue {
     }
 }
 
-const THREADS: TargetOption = TargetOption {
-    name: "threads",
-    value: OptionValue::Int { min: 1, max: 1024 },
-    doc: "worker threads for parallel loops",
-};
-const FMA: TargetOption = TargetOption {
-    name: "fma",
-    value: OptionValue::Int { min: 0, max: 1 },
-    doc: "fuse multiply-adds when the host has FMA (1, the default) or round each (0)",
-};
-const ISA: TargetOption = TargetOption {
-    name: "isa",
-    value: OptionValue::OneOf(&["avx512", "avx2", "sse"]),
-    doc: "the micro-kernels' vector ISA (default: the best the host runs; a level it lacks is refused at build)",
-};
-const ARCH: TargetOption = TargetOption {
-    name: "arch",
-    value: OptionValue::SmArch,
-    doc: "the GPU's compute capability",
-};
-const DEVICE: TargetOption = TargetOption {
-    name: "device",
-    value: OptionValue::Device,
-    doc: "the Vulkan device: its index in the loader's list, or part of its name",
-};
-const MAX_THREADS_PER_BLOCK: TargetOption = TargetOption {
-    name: "max_threads_per_block",
-    value: OptionValue::Int { min: 1, max: 1024 },
-    doc: "largest thread block the schedules may use",
-};
-
 /// A target: a kind and its options, parsed from strings like `cpu -threads=2`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Target {
@@ -271,8 +225,8 @@ impl Target {
             let body = word.strip_prefix('-').filter(|b| !b.starts_with('-'));
             let Some((key, value)) = body.and_then(|b| b.split_once('=')) else {
                 return Err(Error::InvalidTarget(format!(
-                    "malformed option `{word}` in `{s}`: options are written -key=value; {}",
-                    target.kind.accepted_options()
+                    "malformed option `{word}` in `{s}`: options are written -key=value, \
+                     the key a lowercase word"
                 )));
             };
             target = target.with_option(key, value)?;
@@ -280,7 +234,9 @@ impl Target {
         Ok(target)
     }
 
-    /// This target with option `key` set to `value` (checked, and refused if already set).
+    /// This target with option `key` set to `value`: refused if already set or not
+    /// written as an option; what the key and value may be is checked against the
+    /// backend's table by [`Target::check_options`].
     pub fn with_option(mut self, key: &str, value: &str) -> Result<Target> {
         if self.options.contains_key(key) {
             return Err(Error::InvalidTarget(format!(
@@ -288,67 +244,34 @@ impl Target {
                 self.kind
             )));
         }
-        let value = match self.kind.options() {
-            Some(opts) => {
-                let Some(opt) = opts.iter().find(|o| o.name == key) else {
-                    return Err(Error::InvalidTarget(format!(
-                        "unknown option `-{key}`; {}",
-                        self.kind.accepted_options()
-                    )));
-                };
-                opt.value.normalize(value).map_err(|why| {
-                    Error::InvalidTarget(format!(
-                        "bad value for `-{key}`: {why}; {}",
-                        self.kind.accepted_options()
-                    ))
-                })?
-            }
-            None if is_kind_word(key) && !value.is_empty() => value.to_string(),
-            None => {
-                return Err(Error::InvalidTarget(format!(
-                    "malformed option `-{key}={value}` for target `{}`: options are \
-                     written -key=value, the key a lowercase word",
-                    self.kind
-                )));
-            }
-        };
-        self.options.insert(key.to_string(), value);
+        if !is_kind_word(key) || value.is_empty() {
+            return Err(Error::InvalidTarget(format!(
+                "malformed option `-{key}={value}` for target `{}`: options are written \
+                 -key=value, the key a lowercase word",
+                self.kind
+            )));
+        }
+        self.options.insert(key.to_string(), value.to_string());
         Ok(self)
     }
 
-    /// Checks the options of a custom-kind target against `accepted` (what its backend
-    /// declares), normalizing their values; built-in kinds were checked when parsed.
+    /// Checks the options against `accepted` (what the kind's backend declares,
+    /// [`Backend::options`](crate::Backend::options); nothing for `ref`), normalizing
+    /// their values (`-threads=02` becomes `-threads=2`). Unknown options and bad values
+    /// are errors that list what is accepted.
     pub fn check_options(mut self, accepted: &[TargetOption]) -> Result<Target> {
-        if self.kind.options().is_some() {
-            return Ok(self);
-        }
-        let accepted_text = || {
-            if accepted.is_empty() {
-                format!("target `{}` takes no options", self.kind)
-            } else {
-                format!(
-                    "target `{}` accepts {}",
-                    self.kind,
-                    accepted
-                        .iter()
-                        .map(|o| format!("-{}={} ({})", o.name, o.value.placeholder(), o.doc))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            }
-        };
         let mut checked = BTreeMap::new();
         for (key, value) in &self.options {
             let Some(opt) = accepted.iter().find(|o| o.name == key) else {
                 return Err(Error::InvalidTarget(format!(
                     "unknown option `-{key}`; {}",
-                    accepted_text()
+                    accepted_text(&self.kind, accepted)
                 )));
             };
             let v = opt.value.normalize(value).map_err(|why| {
                 Error::InvalidTarget(format!(
                     "bad value for `-{key}`: {why}; {}",
-                    accepted_text()
+                    accepted_text(&self.kind, accepted)
                 ))
             })?;
             checked.insert(key.clone(), v);
@@ -381,19 +304,8 @@ impl Target {
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.kind.name())?;
-        match self.kind.options() {
-            Some(opts) => {
-                for opt in opts {
-                    if let Some(v) = self.options.get(opt.name) {
-                        write!(f, " -{}={v}", opt.name)?;
-                    }
-                }
-            }
-            None => {
-                for (k, v) in &self.options {
-                    write!(f, " -{k}={v}")?;
-                }
-            }
+        for (k, v) in &self.options {
+            write!(f, " -{k}={v}")?;
         }
         Ok(())
     }
@@ -437,17 +349,44 @@ mod tests {
         }
     }
 
+    const THREADS: TargetOption = TargetOption {
+        name: "threads",
+        value: OptionValue::Int { min: 1, max: 1024 },
+        doc: "worker threads",
+    };
+    const ARCH: TargetOption = TargetOption {
+        name: "arch",
+        value: OptionValue::SmArch,
+        doc: "the GPU's compute capability",
+    };
+    const MAX_THREADS_PER_BLOCK: TargetOption = TargetOption {
+        name: "max_threads_per_block",
+        value: OptionValue::Int { min: 1, max: 1024 },
+        doc: "largest thread block",
+    };
+
+    /// `s` parsed and checked against `accepted`: the error's text.
+    fn check_err(s: &str, accepted: &[TargetOption]) -> String {
+        match Target::parse(s).and_then(|t| t.check_options(accepted)) {
+            Err(Error::InvalidTarget(m)) => m,
+            other => panic!("`{s}`: expected InvalidTarget, got {other:?}"),
+        }
+    }
+
     #[test]
     fn accessors_and_normal_form() {
         let t: Target = "  cpu   -threads=004 ".parse().unwrap();
         assert_eq!(t.kind(), &TargetKind::Cpu);
+        let t = t.check_options(&[THREADS]).unwrap();
         assert_eq!(t.threads(), Some(4));
         assert_eq!(t.to_string(), "cpu -threads=4");
-        let t = Target::parse("cuda -max_threads_per_block=128 -arch=sm_75").unwrap();
+        let t = Target::parse("cuda -max_threads_per_block=128 -arch=sm_75")
+            .unwrap()
+            .check_options(&[ARCH, MAX_THREADS_PER_BLOCK])
+            .unwrap();
         assert_eq!(t.option("arch"), Some("sm_75"));
         assert_eq!(t.options().len(), 2);
         assert_eq!(t.to_string(), "cuda -arch=sm_75 -max_threads_per_block=128");
-        assert!(t.kind().is_gpu());
         assert_eq!(Target::new(TargetKind::Ref).threads(), None);
     }
 
@@ -499,37 +438,36 @@ mod tests {
 
     #[test]
     fn bad_options_say_what_is_accepted() {
-        let m = err("cpu -arch=sm_80");
+        let cpu = &[THREADS];
+        let m = check_err("cpu -arch=sm_80", cpu);
         assert!(m.contains("unknown option `-arch`"), "{m}");
         assert!(m.contains("-threads=N, 1..=1024"), "{m}");
-        let m = err("ref -threads=2");
+        let m = check_err("ref -threads=2", &[]);
         assert!(m.contains("target `ref` takes no options"), "{m}");
-        let m = err("cpu -threads=0");
+        let m = check_err("cpu -threads=0", cpu);
         assert!(
             m.contains("bad value for `-threads`: 0 is outside 1..=1024"),
             "{m}"
         );
-        let m = err("cpu -threads=two");
+        let m = check_err("cpu -threads=two", cpu);
         assert!(m.contains("`two` is not an integer"), "{m}");
         let m = err("cpu -threads=2 -threads=3");
         assert!(m.contains("given twice"), "{m}");
-        let m = err("cuda -arch=80");
+        let m = check_err("cuda -arch=80", &[ARCH]);
         assert!(m.contains("not a compute capability"), "{m}");
-        assert!(err("cuda -arch=sm_8").contains("not a compute capability"));
-        assert!(err("cuda -arch=sm_8x").contains("not a compute capability"));
+        assert!(check_err("cuda -arch=sm_8", &[ARCH]).contains("not a compute capability"));
+        assert!(check_err("cuda -arch=sm_8x", &[ARCH]).contains("not a compute capability"));
         for malformed in [
             "cpu threads=2",
             "cpu -threads",
             "cpu --threads=2",
             "cpu -=2",
+            "cpu -Threads=2",
+            "cpu -threads=",
         ] {
             let m = err(malformed);
-            assert!(
-                m.contains("malformed option") || m.contains("unknown option `-`"),
-                "{malformed}: {m}"
-            );
+            assert!(m.contains("malformed option"), "{malformed}: {m}");
+            assert!(m.contains("written -key=value"), "{malformed}: {m}");
         }
-        let m = err("cpu -threads");
-        assert!(m.contains("written -key=value"), "{m}");
     }
 }

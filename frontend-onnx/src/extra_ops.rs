@@ -1183,18 +1183,6 @@ fn attention(imp: &mut Importer, n: &Node) -> Result<Vec<ExprId>> {
     Ok(vec![y, present_k, present_v, qk_out])
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn supported_list_is_sorted_and_known() {
-        let mut sorted = SUPPORTED.to_vec();
-        sorted.sort_unstable();
-        assert_eq!(sorted, SUPPORTED);
-    }
-}
-
 /// For every position of an index tensor of shape `is` (row-major), the flat offset into
 /// data with row-major `strides` of the same position with axis `axis` left out (the
 /// gathered or scattered axis, whose offset the index values supply).
@@ -1213,4 +1201,16 @@ fn offsets_without_axis(is: &[usize], strides: &[usize], axis: usize) -> Vec<i64
             off as i64
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn supported_list_is_sorted_and_known() {
+        let mut sorted = SUPPORTED.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, SUPPORTED);
+    }
 }

@@ -87,8 +87,6 @@ pub use kiln_rewrite::{PassContext, PassReport};
 
 /// The layers under the front door, for what it does not re-export.
 pub mod layers {
-    pub use kiln_backend_cuda as backend_cuda;
-    pub use kiln_backend_spirv as backend_spirv;
     pub use kiln_executor as executor;
     pub use kiln_frontend_onnx as frontend_onnx;
     pub use kiln_ir as ir;

@@ -4,10 +4,15 @@
 //! them. The CLI (every `--target`, its help and its errors), the op suite, the
 //! random-graph suite, the conformance matrix and the ONNX runners all iterate it.
 //!
-//! Adding a backend to kiln is its crate plus one line in [`Registry::builtin`] (and the
-//! crate in this crate's `Cargo.toml`). A backend from outside kiln is registered on a
-//! registry value of its user ([`Registry::register`]) under its own target kind
-//! ([`TargetKind::Custom`]), never under a built-in kind's name.
+//! Adding a backend to kiln is its crate (which declares its options, schedule kind,
+//! unsupported cases, whether it can run here and its code listing through [`Backend`])
+//! plus two lines: its entry in [`Registry::builtin`] and its dependency in this crate's
+//! `Cargo.toml` (the workspace takes every `backend-*` folder). A backend that cannot run
+//! on this machine (no device, no runtime in this build) is listed but not offered: its
+//! target's errors say why, and `kiln inspect --emit` can still show its code. A backend
+//! from outside kiln is registered on a registry value of its user
+//! ([`Registry::register`]) under its own target kind ([`TargetKind::Custom`]), never
+//! under a built-in kind's name.
 //!
 //! `ref` is not a backend: it is the graph-IR reference interpreter behind the same
 //! executor API, served by every registry and compiling nothing.
@@ -15,9 +20,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use kiln_backend_cranelift::CraneliftBackend;
-use kiln_backend_cuda::CudaBackend;
-use kiln_backend_spirv::VulkanBackend;
 use kiln_executor::backends::InterpBackend;
 use kiln_executor::{Backend, CompiledModule, Params, Target, TargetKind};
 use kiln_ir::Module;
@@ -26,10 +28,18 @@ use kiln_rewrite::PassContext;
 use crate::build::{Built, build_on};
 use crate::error::{Error, Result};
 
-/// Backends by the target kind each serves, in the order they were registered.
+/// Backends by the target kind each serves, in the order they were registered, each
+/// with whether it can run here.
 #[derive(Clone, Debug, Default)]
 pub struct Registry {
-    backends: Vec<Arc<dyn Backend>>,
+    entries: Vec<Entry>,
+}
+
+/// A registered backend and its [`Backend::availability`], asked once.
+#[derive(Clone, Debug)]
+struct Entry {
+    backend: Arc<dyn Backend>,
+    available: std::result::Result<(), String>,
 }
 
 /// A target string resolved against a registry: the parsed target (its options checked
@@ -43,19 +53,20 @@ pub struct Resolved {
 }
 
 impl Registry {
-    /// The backends built into kiln: `interp` (the loop-IR interpreter device), `cpu`
-    /// (Cranelift). A new in-tree backend is one more line here.
+    /// The backends built into kiln, one line each: `interp` (the loop-IR interpreter
+    /// device), `cpu` (Cranelift), `vulkan` (SPIR-V; runs where a Vulkan device is
+    /// found) and `cuda` (PTX; runs with the `cuda` feature's runtime).
     pub fn builtin() -> Registry {
+        let builtin: Vec<Arc<dyn Backend>> = vec![
+            Arc::new(InterpBackend),
+            Arc::new(kiln_backend_cranelift::CraneliftBackend),
+            Arc::new(kiln_backend_spirv::VulkanBackend),
+            Arc::new(kiln_backend_cuda::CudaBackend::default()),
+        ];
         let mut r = Registry::default();
-        r.backends.push(Arc::new(InterpBackend));
-        r.backends.push(Arc::new(CraneliftBackend));
-        // `cuda` only where this build has a CUDA runtime (the `cuda` feature).
-        if CudaBackend::has_device_runtime() {
-            r.backends.push(Arc::new(CudaBackend::default()));
-        }
-        // `vulkan` only where a Vulkan device is found (a loader and a driver).
-        if VulkanBackend::probe().is_ok() {
-            r.backends.push(Arc::new(VulkanBackend));
+        for backend in builtin {
+            r.register(backend)
+                .expect("the built-in backends serve distinct built-in kinds");
         }
         r
     }
@@ -70,14 +81,19 @@ impl Registry {
                 backend.name()
             )));
         }
-        if let Some(other) = self.backend(&kind) {
+        if let Some(other) = self
+            .entries
+            .iter()
+            .find(|e| e.backend.target_kind() == kind)
+        {
             return Err(Error::InvalidRegistration(format!(
                 "backend `{}` claims target `{kind}`, already served by backend `{}`",
                 backend.name(),
-                other.name()
+                other.backend.name()
             )));
         }
-        self.backends.push(backend);
+        let available = backend.availability();
+        self.entries.push(Entry { backend, available });
         Ok(())
     }
 
@@ -87,20 +103,70 @@ impl Registry {
         Ok(self)
     }
 
-    /// The registered backends, in order.
-    pub fn backends(&self) -> &[Arc<dyn Backend>] {
-        &self.backends
+    /// The registered backends that can run here, in order: what the suites run.
+    pub fn backends(&self) -> Vec<Arc<dyn Backend>> {
+        self.entries
+            .iter()
+            .filter(|e| e.available.is_ok())
+            .map(|e| e.backend.clone())
+            .collect()
     }
 
-    /// The backend serving `kind`, if one is registered.
+    /// Every registered backend, whether or not it can run here, in order.
+    pub fn described_backends(&self) -> Vec<Arc<dyn Backend>> {
+        self.entries.iter().map(|e| e.backend.clone()).collect()
+    }
+
+    /// The registered backends that cannot run here, with why.
+    pub fn unavailable(&self) -> impl Iterator<Item = (&Arc<dyn Backend>, &str)> {
+        self.entries.iter().filter_map(|e| {
+            e.available
+                .as_ref()
+                .err()
+                .map(|why| (&e.backend, why.as_str()))
+        })
+    }
+
+    /// The backend serving `kind`, if one is registered and can run here.
     pub fn backend(&self, kind: &TargetKind) -> Option<&Arc<dyn Backend>> {
-        self.backends.iter().find(|b| &b.target_kind() == kind)
+        self.entry(kind)
+            .filter(|e| e.available.is_ok())
+            .map(|e| &e.backend)
     }
 
-    /// Every target this registry serves: `ref`, then each backend's kind.
+    /// The backend registered for `kind`, whether or not it can run here: its
+    /// description (options, schedule kind, code listing) needs no device.
+    pub fn described(&self, kind: &TargetKind) -> Option<&Arc<dyn Backend>> {
+        self.entry(kind).map(|e| &e.backend)
+    }
+
+    /// The registered backend whose code listing is called `name` (`ptx`, `spirv`).
+    pub fn listing(&self, name: &str) -> Option<&Arc<dyn Backend>> {
+        self.entries
+            .iter()
+            .map(|e| &e.backend)
+            .find(|b| b.listing_name() == Some(name))
+    }
+
+    /// The names of the registered backends' code listings (`ptx`, `spirv`), in order.
+    pub fn listing_names(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .filter_map(|e| e.backend.listing_name().map(str::to_string))
+            .collect()
+    }
+
+    fn entry(&self, kind: &TargetKind) -> Option<&Entry> {
+        self.entries
+            .iter()
+            .find(|e| &e.backend.target_kind() == kind)
+    }
+
+    /// Every target this registry serves here: `ref`, then each available backend's
+    /// kind.
     pub fn target_names(&self) -> Vec<String> {
         std::iter::once("ref".to_string())
-            .chain(self.backends.iter().map(|b| b.target_kind().to_string()))
+            .chain(self.backends().iter().map(|b| b.target_kind().to_string()))
             .collect()
     }
 
@@ -121,33 +187,28 @@ impl Registry {
     pub fn resolve_target(&self, target: Target) -> Result<Resolved> {
         if *target.kind() == TargetKind::Ref {
             return Ok(Resolved {
-                target,
+                target: target.check_options(&[])?,
                 backend: None,
             });
         }
-        let Some(backend) = self.backend(target.kind()) else {
-            let why = match target.kind() {
-                TargetKind::Custom(_) => format!("unknown target `{target}`"),
-                TargetKind::Cuda => format!(
-                    "target `{target}` is not built yet: {}",
-                    kiln_backend_cuda::NO_RUNTIME
-                ),
-                TargetKind::Vulkan => match VulkanBackend::probe() {
-                    Err(why) => format!("target `{target}` has no device: {why}"),
-                    Ok(_) => format!("target `{target}` is not registered"),
-                },
-                _ => format!("target `{target}` is not built yet"),
-            };
+        let Some(entry) = self.entry(target.kind()) else {
             return Err(Error::UnknownTarget(format!(
-                "{why}: no backend serves target `{}` in this build of kiln (available: {})",
+                "unknown target `{target}`: no backend serves target `{}` in this build of \
+                 kiln (available: {})",
                 target.kind(),
                 self.targets_text()
             )));
         };
-        let target = target.check_options(backend.options())?;
+        let target = target.check_options(entry.backend.options())?;
+        if let Err(why) = &entry.available {
+            return Err(Error::UnknownTarget(format!(
+                "target `{target}` cannot run here: {why} (available: {})",
+                self.targets_text()
+            )));
+        }
         Ok(Resolved {
             target,
-            backend: Some(backend.clone()),
+            backend: Some(entry.backend.clone()),
         })
     }
 

@@ -236,12 +236,25 @@ fn executor_api_and_error_paths() {
             .to_string()
             .contains("param `fc1_bias`")
     );
-    // Targets without a registered backend list the targets served.
-    let e = build(&m, &"cuda".parse().unwrap(), &params, 2)
+    // A target whose backend cannot run here (no CUDA runtime in this build) says why
+    // and lists the targets served; an unknown one says so.
+    if !Registry::builtin()
+        .target_names()
+        .contains(&"cuda".to_string())
+    {
+        let e = build(&m, &"cuda".parse().unwrap(), &params, 2)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("target `cuda` cannot run here") && e.contains("ref, interp, cpu"),
+            "{e}"
+        );
+    }
+    let e = build(&m, &"tpu".parse().unwrap(), &params, 2)
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("no backend serves target `cuda`") && e.contains("ref, interp, cpu"),
+        e.contains("no backend serves target `tpu`") && e.contains("ref, interp, cpu"),
         "{e}"
     );
 }

@@ -1,7 +1,7 @@
 //! The backend registry: the built-in targets, a backend from outside kiln registered
 //! under its own target kind (its options checked by it, its modules built, exported and
-//! loaded again on it), and the refusals — an unknown kind, a built-in kind without a
-//! backend, a second backend for a served kind, a backend claiming `ref`.
+//! loaded again on it), and the refusals — an unknown kind, a built-in backend that
+//! cannot run here, a second backend for a served kind, a backend claiming `ref`.
 
 use std::sync::Arc;
 
@@ -56,13 +56,38 @@ fn relu_module() -> Module {
 #[test]
 fn builtin_targets_and_refusals() {
     let r = Registry::builtin();
-    // `vulkan` is listed where this machine has a Vulkan device.
-    let vulkan = kiln::layers::backend_spirv::VulkanBackend::probe().is_ok();
+    // Every built-in backend is registered; `vulkan` runs where this machine has a
+    // Vulkan device, `cuda` where the build has a CUDA runtime. Those that cannot run
+    // are not offered, and asking for them says why.
+    let unavailable: Vec<(String, String)> = r
+        .unavailable()
+        .map(|(b, why)| (b.target_kind().to_string(), why.to_string()))
+        .collect();
+    let offered = |kind: &str| !unavailable.iter().any(|(k, _)| k == kind);
     let mut names = vec!["ref", "interp", "cpu"];
-    names.extend(vulkan.then_some("vulkan"));
+    names.extend(["vulkan", "cuda"].into_iter().filter(|k| offered(k)));
     assert_eq!(r.target_names(), names);
+    assert!(offered("cpu") && offered("interp"));
+    for (kind, why) in &unavailable {
+        assert!(!why.is_empty());
+        let e = r.resolve(kind).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("target `{kind}` cannot run here: {why}")),
+            "{e}"
+        );
+        // Described all the same: its options are checked, its schedules known.
+        assert!(r.described(&TargetKind::named(kind).unwrap()).is_some());
+        let e = r
+            .resolve(&format!("{kind} -lanes=2"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown option `-lanes`"), "{e}");
+    }
+    assert_eq!(r.listing_names(), ["spirv", "ptx"]);
     assert!(r.resolve("ref").unwrap().backend.is_none());
-    let cpu = r.resolve("cpu -threads=3").unwrap();
+    let e = r.resolve("ref -threads=2").unwrap_err().to_string();
+    assert!(e.contains("target `ref` takes no options"), "{e}");
+    let cpu = r.resolve("cpu -threads=03").unwrap();
     assert_eq!(cpu.backend.unwrap().target_kind(), TargetKind::Cpu);
     assert_eq!(cpu.target.to_string(), "cpu -threads=3");
     let e = r.resolve("tpu").unwrap_err().to_string();
@@ -70,10 +95,6 @@ fn builtin_targets_and_refusals() {
         e.contains("unknown target `tpu`") && e.contains("ref, interp, cpu"),
         "{e}"
     );
-    if !vulkan {
-        let e = r.resolve("vulkan").unwrap_err().to_string();
-        assert!(e.contains("`vulkan` has no device"), "{e}");
-    }
     let e = r.resolve("cpu -lanes=2").unwrap_err().to_string();
     assert!(e.contains("unknown option `-lanes`"), "{e}");
 

@@ -2,7 +2,7 @@
 //! `test_data_set_*/input_*.pb` and `output_*.pb`, ONNX's standard layout) through
 //! `kiln_frontend_onnx::from_onnx`, then on the reference interpreter (`ref`) and, when
 //! that passes, on each compiling backend of the `kiln` registry that has a manifest
-//! column ([`MANIFEST_TARGETS`]: `cpu`, `vulkan`, `cuda`; [`run_case_on`] takes any
+//! column ([`manifest_targets`]: `cpu`, `vulkan`, `cuda`; [`run_case_on`] takes any
 //! backends), comparing with the expected outputs (floats within atol 1e-4 + rtol 1e-3,
 //! integers and bools exactly), and the manifest format ([`Manifest`]) that records each
 //! case's status per column.
@@ -20,10 +20,21 @@ use prost::Message;
 
 use crate::suite::ExecBackend;
 
-/// The compiled targets the manifest has a column for, in column order (after `REF`).
-/// Fixed, so that the file is the same whichever devices the machine writing it has: a
-/// run fills the columns whose backend the registry serves there and keeps the others.
-pub const MANIFEST_TARGETS: [&str; 3] = ["cpu", "vulkan", "cuda"];
+/// The compiled targets the manifest has a column for, in column order (after `REF`):
+/// every backend the built-in registry lists, whether or not it can run here, in its
+/// order (`cpu`, `vulkan`, `cuda`), but `interp` (the loop-IR reference device). Fixed by
+/// the registry, not by the machine, so the file is the same whichever devices the
+/// machine writing it has: a run fills the columns whose backend can run there and keeps
+/// the others.
+pub fn manifest_targets() -> Vec<String> {
+    kiln::Registry::builtin()
+        .described_backends()
+        .iter()
+        .map(|b| b.target_kind())
+        .filter(|k| *k != kiln::TargetKind::Interp)
+        .map(|k| k.to_string())
+        .collect()
+}
 
 /// Absolute tolerance for float outputs.
 pub const ATOL: f64 = 1e-4;
@@ -216,13 +227,13 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, Outcome>) -> Result<T, Outcome> {
     }
 }
 
-/// The built-in registry's backends that have a manifest column ([`MANIFEST_TARGETS`])
+/// The built-in registry's backends that have a manifest column ([`manifest_targets`])
 /// and a device on this machine, in column order. `cuda` comes only from a real CUDA
 /// device (never the PTX interpreter the graph suites fall back to: too slow for 2,000
 /// models); `interp` has no column (it is the loop-IR reference device).
 pub fn manifest_backends() -> Vec<ExecBackend> {
     let all = crate::suite::exec_backends_of(&kiln::Registry::builtin());
-    MANIFEST_TARGETS
+    manifest_targets()
         .iter()
         .filter_map(|t| all.iter().find(|b| b.name == *t).cloned())
         .collect()
@@ -448,7 +459,7 @@ pub struct Manifest {
 const COLUMNS: &str = "# columns: NAME REF";
 
 impl Manifest {
-    /// The manifest of this run: a column per [`MANIFEST_TARGETS`]; the targets in `ran`
+    /// The manifest of this run: a column per [`manifest_targets`]; the targets in `ran`
     /// take this run's `results`, every other column keeps `previous`'s entries (a new
     /// case `-`), so that a machine without a device for a column never rewrites it.
     pub fn from_results(
@@ -456,7 +467,7 @@ impl Manifest {
         ran: &[String],
         previous: &Manifest,
     ) -> Manifest {
-        let targets: Vec<String> = MANIFEST_TARGETS.iter().map(|t| t.to_string()).collect();
+        let targets = manifest_targets();
         let cases = results
             .iter()
             .map(|(name, r)| {

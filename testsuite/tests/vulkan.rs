@@ -224,8 +224,6 @@ fn calls_are_timed_and_division_by_zero_is_reported() {
 /// folded over the dispatch's x, y and z and give the loop-IR interpreter's values.
 #[test]
 fn a_grid_past_the_dispatch_limit_is_folded() {
-    use kiln::KernelLibrary;
-    use kiln_backend_spirv::vulkan::VulkanLibrary;
     if vulkan().is_none() {
         return;
     }
@@ -254,20 +252,8 @@ fn a_grid_past_the_dispatch_limit_is_folded() {
         "{launch:?}"
     );
     let a = NDArray::random_uniform(vec![3, 140000], DType::F32, 3, -1.0, 1.0);
-    let want = kiln_te::tir::interp::run_with_inputs(&f, std::slice::from_ref(&a)).unwrap();
-    let lib = VulkanLibrary::new(gpu.clone(), program).unwrap();
-    let bytes = a.to_le_bytes();
-    let (da, dc) = (
-        lib.alloc(bytes.len()).unwrap(),
-        lib.alloc(bytes.len()).unwrap(),
-    );
-    lib.copy_to_device(&*da, &bytes).unwrap();
-    lib.call(0, &[da, dc.clone()]).unwrap();
-    lib.synchronize().unwrap();
-    let mut got = vec![0u8; bytes.len()];
-    lib.copy_to_host(&*dc, &mut got).unwrap();
-    let got = NDArray::from_le_bytes(vec![3, 140000], DType::F32, &got).unwrap();
-    assert_eq!(got, want[0]);
+    let (got, want) = run_on_vulkan(&f, std::slice::from_ref(&a));
+    assert_eq!(got, want);
 }
 
 /// `benchmark` and the debug executor's profile time `vulkan` kernels with the device's
@@ -413,6 +399,332 @@ fn narrow_and_unsigned_integers_at_their_extremes() {
             };
             check_all(&m, &params, &[x], EXACT)
                 .unwrap_or_else(|e| panic!("cast {to} to {dtype}: {e}"));
+        }
+    }
+}
+
+/// uint64 (its bit pattern in int64, compared, divided and converted unsigned), float64
+/// and bfloat16 (16-bit patterns, computed in float32) at their extremes: every binary
+/// op the backend does not declare unsupported and casts to and from every other dtype
+/// equal the reference on every backend, vulkan included — exactly, but for bfloat16
+/// arithmetic (computed in float32 and rounded once, like the graph reference up to
+/// the op suite's bfloat16 tolerance).
+#[test]
+fn wide_and_brain_floats_at_their_extremes() {
+    use kiln_ir::op::{Binary, BinaryKind, Cast};
+    use kiln_ir::tensor::Data;
+    use kiln_testsuite::ops::{Arg, BF16_ROUNDING, EXACT, check_all, one_op, tt};
+    if vulkan().is_none() {
+        return;
+    }
+    const N: usize = 12;
+    let top = u64::MAX as i64;
+    let ints = |d: DType, v: [i64; N]| NDArray::new(vec![N], Data::from_i64(d, v)).unwrap();
+    let floats = |d: DType, v: [f64; N]| NDArray::new(vec![N], Data::from_f64(d, v)).unwrap();
+    let half = 1i64 << 63;
+    let f_edges = [
+        f64::NAN,
+        -0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1.5,
+        -2.25,
+        1e300,
+        1.00390625,
+        1.01171875,
+        -7.0,
+        1.8e19,
+        3.0,
+    ];
+    let f_others = [
+        2.0, 0.0, 1.0, -3.5, 0.0625, 0.75, -1e300, 5.0, -0.5, 7.0, 2.5, 3.0,
+    ];
+    let operands = |d: DType| match d {
+        DType::U64 => (
+            ints(
+                d,
+                [
+                    0,
+                    top,
+                    1,
+                    half,
+                    i64::MAX,
+                    7,
+                    3,
+                    2,
+                    top - 1,
+                    5,
+                    1 << 32,
+                    12345,
+                ],
+            ),
+            ints(d, [1, 2, top, 3, half, 7, half + 2, 2, top, 9, 1 << 32, 5]),
+        ),
+        _ => (floats(d, f_edges), floats(d, f_others)),
+    };
+    for dtype in [DType::U64, DType::F64, DType::BF16] {
+        let tol = if dtype == DType::BF16 {
+            BF16_ROUNDING
+        } else {
+            EXACT
+        };
+        let (a, b) = operands(dtype);
+        let t2 = [Arg::T(tt(&[N], dtype)), Arg::T(tt(&[N], dtype))];
+        for kind in BinaryKind::ALL {
+            let Ok((m, params)) = one_op(Binary::new(kind), &t2) else {
+                continue;
+            };
+            let (x, y) = match kind {
+                BinaryKind::Power if dtype == DType::U64 => {
+                    (ints(dtype, [2; N]), ints(dtype, [3; N]))
+                }
+                _ => (a.clone(), b.clone()),
+            };
+            check_all(&m, &params, &[x, y], tol)
+                .unwrap_or_else(|e| panic!("{dtype} {}: {e}", kind.name()));
+        }
+        for to in DType::ALL {
+            if to == dtype {
+                continue;
+            }
+            let (m, params) = one_op(Cast::new(to), &[Arg::T(tt(&[N], dtype))]).unwrap();
+            check_all(&m, &params, std::slice::from_ref(&a), EXACT)
+                .unwrap_or_else(|e| panic!("cast {dtype} to {to}: {e}"));
+            let (m, params) = one_op(Cast::new(dtype), &[Arg::T(tt(&[N], to))]).unwrap();
+            let x = if to.is_float() {
+                floats(to, f_edges)
+            } else {
+                let (lo, hi) = kiln_te::tir::semantics::int_range(to);
+                ints(
+                    to,
+                    [
+                        lo,
+                        hi,
+                        0,
+                        1,
+                        -1,
+                        7,
+                        lo + 1,
+                        hi - 1,
+                        255,
+                        -129,
+                        70_000,
+                        1 << 33,
+                    ],
+                )
+            };
+            check_all(&m, &params, &[x], EXACT)
+                .unwrap_or_else(|e| panic!("cast {to} to {dtype}: {e}"));
+        }
+    }
+}
+
+/// A 32-bit integer widened to 64 bits keeps its sign in a comparison: lavapipe got
+/// `cast(int64, x) < 0` wrong for negative x when the cast was an `OpSConvert` (ONNX
+/// BitwiseAnd/Or on int8 and int16 lost their sign bits).
+#[test]
+fn a_widened_negative_integer_compares_below_zero() {
+    if vulkan().is_none() {
+        return;
+    }
+    for d in ["int8", "int16", "int32"] {
+        let f = kiln_te::tir::parse(&format!(
+            "primfn @k(%a: Buffer[(4), {d}, global], out %c: Buffer[(4), int64, global]) {{
+  launch_thread blockIdx.x (%x, 0, 2) {{
+    launch_thread threadIdx.x (%t, 0, 2) {{
+      %c[%x * 2 + %t] = select(cast(int64, %a[%x * 2 + %t]) < 0i64, 5i64, cast(int64, %a[%x * 2 + %t]))
+    }}
+  }}
+}}"
+        ))
+        .unwrap();
+        let dtype = f.buffer(f.params[0]).unwrap().dtype;
+        let a = NDArray::new(
+            vec![4],
+            kiln_ir::tensor::Data::from_i64(dtype, [-91, 91, -1, -128]),
+        )
+        .unwrap();
+        let (got, want) = run_on_vulkan(&f, std::slice::from_ref(&a));
+        assert_eq!(got.to_i64_vec(), vec![5, 91, 5, 5], "{d}");
+        assert_eq!(got, want, "{d}");
+    }
+}
+
+/// Runs kernel `f` (one output, the last parameter) on the default Vulkan device with
+/// `inputs`; returns its output and the loop-IR interpreter's.
+fn run_on_vulkan(f: &PrimFunc, inputs: &[NDArray]) -> (NDArray, NDArray) {
+    use kiln::KernelLibrary;
+    use kiln_backend_spirv::vulkan::VulkanLibrary;
+    let gpu = kiln_backend_spirv::VulkanBackend::probe().unwrap();
+    let program = compile_module(std::slice::from_ref(f), &gpu.features).unwrap();
+    let want = kiln_te::tir::interp::run_with_inputs(f, inputs).unwrap();
+    let lib = VulkanLibrary::new(gpu.clone(), program).unwrap();
+    let mut args = vec![];
+    for a in inputs {
+        let bytes = a.to_le_bytes();
+        let d = lib.alloc(bytes.len()).unwrap();
+        lib.copy_to_device(&*d, &bytes).unwrap();
+        args.push(d);
+    }
+    let out = &want[0];
+    let mut got = vec![0u8; out.to_le_bytes().len()];
+    let dc = lib.alloc(got.len()).unwrap();
+    args.push(dc.clone());
+    lib.call(0, &args).unwrap();
+    lib.synchronize().unwrap();
+    lib.copy_to_host(&*dc, &mut got).unwrap();
+    let got = NDArray::from_le_bytes(out.shape().to_vec(), out.dtype(), &got).unwrap();
+    (got, want[0].clone())
+}
+
+/// float64 `exp` and `log` (kiln's own sequences: GLSL.std.450 has none for doubles)
+/// are within 3 ulp of the platform's (`f64::exp`, `f64::ln`, the loop-IR interpreter's):
+/// the sequences' own bound is 2 ulp, the platform's 1; `sigmoid` (4 ulp) and `tanh`
+/// (6 ulp) within 6 and 8. Arguments: a sweep of each function's range with normal
+/// results (`exp`: -708..709; `log`: 1e-300..1e300, and subnormal arguments), the
+/// reduction boundaries, and the special values.
+#[test]
+fn float64_exp_log_sigmoid_tanh_are_within_a_few_ulp() {
+    if vulkan().is_none() {
+        return;
+    }
+    let ln2 = std::f64::consts::LN_2;
+    let s2 = std::f64::consts::SQRT_2;
+    let mut exp_args: Vec<f64> = (0..4000)
+        .map(|i| -708.0 + 1417.0 * i as f64 / 3999.0)
+        .collect();
+    exp_args.extend((0..1000).map(|i| -1.0 + i as f64 / 500.0));
+    exp_args.extend([
+        0.0,
+        -0.0,
+        ln2 / 2.0,
+        -ln2 / 2.0,
+        1e-20,
+        709.7,
+        710.0,
+        -745.0,
+    ]);
+    exp_args.extend([-800.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN]);
+    let mut log_args: Vec<f64> = (0..4000)
+        .map(|i| 10f64.powf(-300.0 + 600.0 * i as f64 / 3999.0))
+        .collect();
+    log_args.extend((0..1000).map(|i| 0.5 + i as f64 / 999.0));
+    log_args.extend([1.0, s2, s2 / 2.0, 1.0 + 1e-15, 1.0 - 1e-16, f64::MAX]);
+    log_args.extend([f64::MIN_POSITIVE, 5e-324, 1e-310, 0.0, -0.0, -1.0]);
+    log_args.extend([f64::INFINITY, f64::NAN]);
+    let mut sigmoid_args: Vec<f64> = (0..2000)
+        .map(|i| 10f64.powf(-20.0 + 22.8 * i as f64 / 1999.0))
+        .flat_map(|v| [v, -v])
+        .collect();
+    sigmoid_args.extend([0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN]);
+    let mut tanh_args = sigmoid_args.clone();
+    tanh_args.extend([22.0, 21.9, -22.1, 1e-300]);
+    for (name, mut args, bound) in [
+        ("exp", exp_args, 3.0),
+        ("log", log_args, 3.0),
+        ("sigmoid", sigmoid_args, 6.0),
+        ("tanh", tanh_args, 8.0),
+    ] {
+        // Whole workgroups of 64.
+        args.resize(args.len().next_multiple_of(64), 1.0);
+        let n = args.len();
+        let f = kiln_te::tir::parse(&format!(
+            "primfn @k(%a: Buffer[({n}), float64, global], out %c: Buffer[({n}), float64, global]) {{
+  launch_thread blockIdx.x (%b, 0, {}) {{
+    launch_thread threadIdx.x (%t, 0, 64) {{ %c[%b * 64 + %t] = {name}(%a[%b * 64 + %t]) }}
+  }}
+}}",
+            n / 64
+        ))
+        .unwrap();
+        let a = NDArray::from_f64(vec![n], DType::F64, args.clone()).unwrap();
+        let (got, want) = run_on_vulkan(&f, &[a]);
+        let ulp = |w: f64| w.abs().max(f64::MIN_POSITIVE) * f64::EPSILON;
+        for ((x, g), w) in args.iter().zip(got.to_f64_vec()).zip(want.to_f64_vec()) {
+            let same = g == w || (g.is_nan() && w.is_nan());
+            assert!(
+                same || (g - w).abs() <= bound * ulp(w),
+                "{name}({x:e}) = {g:e} on vulkan, {w:e} in the interpreter"
+            );
+        }
+    }
+}
+
+/// float32 trigonometric functions (computed in float64 with kiln's sequences, rounded
+/// once) are within 1 float32 ulp of the exact result
+/// (the platform's `f64` function rounded to `f32`, itself within 0.5 ulp + 1 float64
+/// ulp). The loop-IR interpreter's `f32` functions are not the yardstick here: Rust's
+/// `f32::atanh` is 4% off at -0.99999994 (its `1 - x` rounds to 2). Arguments sweep
+/// each domain logarithmically on both signs, with the special values.
+#[test]
+fn float32_trig_via_float64_is_within_one_ulp() {
+    if vulkan().is_none() {
+        return;
+    }
+    let sweep = |lo: f32, hi: f32| -> Vec<f32> {
+        (0..2000)
+            .map(|i| lo * (hi / lo).powf(i as f32 / 1999.0))
+            .flat_map(|v| [v, -v])
+            .collect()
+    };
+    let specials = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ];
+    let cases: [(&str, fn(f64) -> f64, Vec<f32>); 11] = [
+        ("sinh", f64::sinh, sweep(1e-30, 89.0)),
+        ("cosh", f64::cosh, sweep(1e-30, 89.0)),
+        ("asinh", f64::asinh, sweep(1e-30, 3e38)),
+        ("acosh", f64::acosh, sweep(1.0, 3e38)),
+        ("atanh", f64::atanh, sweep(1e-30, 0.999_999_94)),
+        ("atan", f64::atan, sweep(1e-30, 3e38)),
+        ("asin", f64::asin, sweep(1e-30, 1.0)),
+        ("acos", f64::acos, sweep(1e-30, 1.0)),
+        ("sin", f64::sin, sweep(1e-30, 3e38)),
+        ("cos", f64::cos, sweep(1e-30, 3e38)),
+        ("tan", f64::tan, sweep(1e-30, 3e38)),
+    ];
+    for (name, exact, mut args) in cases {
+        args.extend(specials);
+        args.extend([0.5, 1.000_000_1, 1e-7, 0.999, 2.0]);
+        // Near multiples of π/2, where the reduction is hardest (the large ones take
+        // the Payne–Hanek path).
+        args.extend([
+            1.570_796_4,
+            3.141_592_7,
+            4.712_389,
+            355.0,
+            1e22,
+            8.6e8,
+            4.2e8,
+            1e38,
+        ]);
+        args.resize(args.len().next_multiple_of(64), 1.0);
+        let n = args.len();
+        let f = kiln_te::tir::parse(&format!(
+            "primfn @k(%a: Buffer[({n}), float32, global], out %c: Buffer[({n}), float32, global]) {{
+  launch_thread blockIdx.x (%b, 0, {}) {{
+    launch_thread threadIdx.x (%t, 0, 64) {{ %c[%b * 64 + %t] = {name}(%a[%b * 64 + %t]) }}
+  }}
+}}",
+            n / 64
+        ))
+        .unwrap();
+        let a = NDArray::from_vec([n], args.clone()).unwrap();
+        let (got, _) = run_on_vulkan(&f, &[a]);
+        let ulp = |w: f64| w.abs().max(f32::MIN_POSITIVE as f64) * f32::EPSILON as f64;
+        for (x, g) in args.iter().zip(got.to_f64_vec()) {
+            let w = exact(*x as f64) as f32 as f64;
+            let same = g == w || (g.is_nan() && w.is_nan());
+            assert!(
+                same || (g - w).abs() <= ulp(w),
+                "{name}({x:e}) = {g:e} on vulkan, {w:e} exactly"
+            );
         }
     }
 }

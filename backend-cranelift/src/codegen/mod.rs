@@ -1,5 +1,6 @@
 //! Loop IR → Cranelift IR → machine code: every kernel of a model is verified
-//! (`tir::verify`), translated, and defined in one [`JITModule`].
+//! (`tir::verify`), translated in order, compiled to machine code on several threads
+//! (module `machine`), and defined in one [`JITModule`].
 //!
 //! The ABI of a kernel is `fn(args: *const *mut u8, ctx: *const CallCtx)`, one pointer per
 //! buffer parameter. Translation is a direct walk of the statement tree:
@@ -67,6 +68,7 @@ use kiln_te::tir::visit::deep;
 
 mod exprs;
 mod loops;
+mod machine;
 mod memory;
 mod microkernel;
 mod vector;
@@ -118,7 +120,12 @@ const CODE_ARENA_BYTES: usize = 1 << 30;
 
 fn host_isa() -> Result<cranelift_codegen::isa::OwnedTargetIsa> {
     let mut fb = settings::builder();
+    // Cranelift's IR verifier re-checks every function before compiling it: on in debug
+    // builds (every test), off in release builds, where it cost a tenth of a model's
+    // code generation (as wasmtime ships it).
+    let verifier = if cfg!(debug_assertions) { "true" } else { "false" };
     for (k, v) in [
+        ("enable_verifier", verifier),
         ("opt_level", "speed"),
         ("use_colocated_libcalls", "false"),
         ("is_pic", "false"),
@@ -202,6 +209,7 @@ pub(crate) fn compile(kernels: &[PrimFunc], opts: Options) -> Result<Compiled> {
     let mut ctx = module.make_context();
     let mut fctx = FunctionBuilderContext::new();
     let mut ids = vec![];
+    let mut translated = vec![];
     for (i, k) in kernels.iter().enumerate() {
         let id = module
             .declare_function(&format!("kiln_k{i}"), Linkage::Local, &kernel_sig)
@@ -223,7 +231,7 @@ pub(crate) fn compile(kernels: &[PrimFunc], opts: Options) -> Result<Compiled> {
         ctx.func =
             Function::with_name_signature(UserFuncName::user(0, id.as_u32()), kernel_sig.clone());
         env.translate(&mut module, &mut ctx, &mut fctx, None, &mut pending)?;
-        define(&mut module, id, &mut ctx, k)?;
+        translated.push(take_translated(&mut module, id, &mut ctx, k));
         let mut next = 0;
         while next < pending.len() {
             let o = pending[next].clone();
@@ -233,10 +241,11 @@ pub(crate) fn compile(kernels: &[PrimFunc], opts: Options) -> Result<Compiled> {
                 body_sig.clone(),
             );
             env.translate(&mut module, &mut ctx, &mut fctx, Some(&o), &mut pending)?;
-            define(&mut module, o.id, &mut ctx, k)?;
+            translated.push(take_translated(&mut module, o.id, &mut ctx, k));
         }
         ids.push(id);
     }
+    machine::define_all(&mut module, translated)?;
     module.finalize_definitions().map_err(internal)?;
     let entries = ids
         .into_iter()
@@ -253,15 +262,21 @@ pub(crate) fn compile(kernels: &[PrimFunc], opts: Options) -> Result<Compiled> {
     })
 }
 
-fn define(module: &mut JITModule, id: FuncId, ctx: &mut Context, k: &PrimFunc) -> Result<()> {
-    module.define_function(id, ctx).map_err(|e| {
-        Error::Internal(format!("cranelift rejected the code of @{}: {e:?}", k.name))
-    })?;
-    if std::env::var("KILN_DUMP_CLIF").is_ok_and(|n| n == k.name) {
-        eprintln!("{}", ctx.func.display());
-    }
+/// The function just translated into `ctx`, taken out for [`machine::define_all`];
+/// `ctx` is cleared for the next one.
+fn take_translated(
+    module: &mut JITModule,
+    id: FuncId,
+    ctx: &mut Context,
+    k: &PrimFunc,
+) -> machine::Translated {
+    let func = std::mem::replace(&mut ctx.func, Function::new());
     module.clear_context(ctx);
-    Ok(())
+    machine::Translated {
+        id,
+        func,
+        kernel: k.name.clone(),
+    }
 }
 
 /// A parallel loop body to outline: its function, loop, and what it captures.

@@ -26,8 +26,9 @@ impl Gen<'_> {
         id
     }
 
-    /// Re-wraps an int8/uint8 value and rounds a float16 value (held as float32) to
-    /// float16, the interpreter's per-operation narrowing; other dtypes pass unchanged.
+    /// Re-wraps an int8/uint8/int16/uint16/uint32 value and rounds a float16 or
+    /// bfloat16 value (held as float32) to its width, the interpreter's per-operation
+    /// narrowing; other dtypes pass unchanged.
     pub(crate) fn narrow(&mut self, v: Val) -> Result<Val> {
         let id = match v.dtype {
             DType::I8 => {
@@ -65,9 +66,51 @@ impl Gen<'_> {
                 let r = self.b.f_convert(f, None, x);
                 self.ok(r)?
             }
+            DType::BF16 => {
+                let bits = self.bf16_rounded_bits(v.id)?;
+                let f = self.ty(DType::F32)?;
+                let r = self.b.bitcast(f, None, bits);
+                self.ok(r)?
+            }
             _ => v.id,
         };
         Ok(Val { id, dtype: v.dtype })
+    }
+
+    /// The float32 bits (uint32) of float32 `x` rounded to bfloat16: the low 16 bits
+    /// zero, rounded to nearest even in integer arithmetic (so the device's float
+    /// modes play no part); a NaN keeps its upper bits and is made quiet, as
+    /// `half::bf16::from_f32` does.
+    fn bf16_rounded_bits(&mut self, x: Word) -> Result<Word> {
+        let u = self.b.type_int(32, 0);
+        let bool_t = self.ty(DType::Bool)?;
+        let bits = self.b.bitcast(u, None, x);
+        let bits = self.ok(bits)?;
+        let (c16, one, half_down, high, quiet) = (
+            self.const_u32(16),
+            self.const_u32(1),
+            self.const_u32(0x7fff),
+            self.const_u32(0xffff_0000),
+            self.const_u32(0x0040_0000),
+        );
+        let lsb = self.b.shift_right_logical(u, None, bits, c16);
+        let lsb = self.ok(lsb)?;
+        let lsb = self.b.bitwise_and(u, None, lsb, one);
+        let lsb = self.ok(lsb)?;
+        let r = self.b.i_add(u, None, bits, half_down);
+        let r = self.ok(r)?;
+        let r = self.b.i_add(u, None, r, lsb);
+        let r = self.ok(r)?;
+        let rounded = self.b.bitwise_and(u, None, r, high);
+        let rounded = self.ok(rounded)?;
+        let q = self.b.bitwise_or(u, None, bits, quiet);
+        let q = self.ok(q)?;
+        let q = self.b.bitwise_and(u, None, q, high);
+        let q = self.ok(q)?;
+        let nan = self.b.is_nan(bool_t, None, x);
+        let nan = self.ok(nan)?;
+        let r = self.b.select(u, None, nan, q, rounded);
+        self.ok(r)
     }
 
     pub(crate) fn expr(&mut self, e: &Expr) -> Result<Val> {
@@ -88,7 +131,7 @@ impl Gen<'_> {
                     self.f16_ty()?;
                 }
                 // Rounded once to the dtype, as the interpreter does.
-                let id = self.const_f32(round_float(*value, *dtype) as f32);
+                let id = self.const_float(round_float(*value, *dtype), *dtype)?;
                 Ok(Val { id, dtype: *dtype })
             }
             Expr::Bool(b) => Ok(Val {
@@ -208,7 +251,7 @@ impl Gen<'_> {
             let i = self.expr(e)?;
             let i = match i.dtype {
                 DType::I32 | DType::I8 | DType::U8 | DType::I16 | DType::U16 => i.id,
-                DType::I64 | DType::U32 => {
+                DType::I64 | DType::U64 | DType::U32 => {
                     let r = self.b.s_convert(int, None, i.id);
                     self.ok(r)?
                 }
@@ -284,6 +327,17 @@ impl Gen<'_> {
                 let r = self.b.bitcast(t, None, r);
                 self.ok(r)?
             }
+            DType::BF16 => {
+                // The pattern is the upper half of the float32's bits.
+                let u = self.b.type_int(32, 0);
+                let r = self.b.u_convert(u, None, raw);
+                let r = self.ok(r)?;
+                let c16 = self.const_u32(16);
+                let r = self.b.shift_left_logical(u, None, r, c16);
+                let r = self.ok(r)?;
+                let r = self.b.bitcast(t, None, r);
+                self.ok(r)?
+            }
             DType::Bool => {
                 let zero = self.storage_zero(d)?;
                 let r = self.b.i_not_equal(t, None, raw, zero);
@@ -298,7 +352,7 @@ impl Gen<'_> {
         Ok(match d {
             DType::F16 => self.f16_ty()?,
             DType::I8 | DType::U8 | DType::Bool => self.b.type_int(8, 0),
-            DType::I16 | DType::U16 => self.int16_ty(d)?,
+            DType::I16 | DType::U16 | DType::BF16 => self.int16_ty(d)?,
             DType::U32 => self.b.type_int(32, 0),
             _ => self.ty(d)?,
         })
@@ -329,6 +383,15 @@ impl Gen<'_> {
                     let r = self.b.u_convert(st, None, v.id);
                     self.ok(r)?
                 }
+                DType::BF16 => {
+                    let bits = self.bf16_rounded_bits(v.id)?;
+                    let u = self.b.type_int(32, 0);
+                    let c16 = self.const_u32(16);
+                    let r = self.b.shift_right_logical(u, None, bits, c16);
+                    let r = self.ok(r)?;
+                    let r = self.b.u_convert(st, None, r);
+                    self.ok(r)?
+                }
                 DType::Bool => {
                     let one = self.constant(st, 1, false);
                     let zero = self.constant(st, 0, false);
@@ -351,8 +414,13 @@ impl Gen<'_> {
                 DType::Bool => (self.bool_to_int(a)?, self.bool_to_int(b)?, false),
                 _ => (a.id, b.id, d.is_float()),
             };
+            let unsigned = d == DType::U64;
             let b_ = &mut self.b;
             let r = match (op, float) {
+                (BinOp::Lt, false) if unsigned => b_.u_less_than(bool_t, None, x, y),
+                (BinOp::Le, false) if unsigned => b_.u_less_than_equal(bool_t, None, x, y),
+                (BinOp::Gt, false) if unsigned => b_.u_greater_than(bool_t, None, x, y),
+                (BinOp::Ge, false) if unsigned => b_.u_greater_than_equal(bool_t, None, x, y),
                 (BinOp::Eq, true) => b_.f_ord_equal(bool_t, None, x, y),
                 (BinOp::Ne, true) => b_.f_unord_not_equal(bool_t, None, x, y),
                 (BinOp::Lt, true) => b_.f_ord_less_than(bool_t, None, x, y),
@@ -406,7 +474,7 @@ impl Gen<'_> {
                     let r = self.ok(r)?;
                     self.exact(r)
                 }
-                BinOp::Min | BinOp::Max => self.ieee_min_max(op == BinOp::Max, x, y)?,
+                BinOp::Min | BinOp::Max => self.ieee_min_max(d, op == BinOp::Max, x, y)?,
                 _ => return Err(self.err(format!("{op:?} on {d}"))),
             };
             return self.narrow(Val { id, dtype: d });
@@ -425,7 +493,11 @@ impl Gen<'_> {
                 self.ok(r)?
             }
             BinOp::Min | BinOp::Max => {
-                let lt = self.b.s_less_than(bool_t, None, x, y);
+                let lt = if d == DType::U64 {
+                    self.b.u_less_than(bool_t, None, x, y)
+                } else {
+                    self.b.s_less_than(bool_t, None, x, y)
+                };
                 let lt = self.ok(lt)?;
                 let (p, q) = if op == BinOp::Min { (x, y) } else { (y, x) };
                 let r = self.b.select(t, None, lt, p, q);
@@ -449,6 +521,9 @@ impl Gen<'_> {
     /// divisor of 0 or -1 is replaced by 1 before dividing, and `-1` handled apart).
     fn division(&mut self, op: BinOp, d: DType, x: Word, y: Word, yv: &Val) -> Result<Word> {
         let _ = yv;
+        if d == DType::U64 {
+            return self.unsigned_division(op, x, y);
+        }
         let t = self.ty(d)?;
         let bool_t = self.ty(DType::Bool)?;
         let zero = self.const_int(0, d)?;
@@ -512,6 +587,40 @@ impl Gen<'_> {
             }
         };
         let r = self.b.select(t, None, m, special, result);
+        self.ok(r)
+    }
+
+    /// uint64 `/` (= `floordiv`) or `floormod` of `x` by `y`: `OpUDiv`/`OpUMod` on the
+    /// bit patterns, a zero divisor replaced by 1 (and reported, as in [`Gen::division`]).
+    fn unsigned_division(&mut self, op: BinOp, x: Word, y: Word) -> Result<Word> {
+        let d = DType::U64;
+        let t = self.ty(d)?;
+        let bool_t = self.ty(DType::Bool)?;
+        let safe = if matches!(self.constant_value(y), Some(c) if c != 0) {
+            y
+        } else {
+            let zero = self.const_int(0, d)?;
+            let one = self.const_int(1, d)?;
+            let z = self.b.i_equal(bool_t, None, y, zero);
+            let z = self.ok(z)?;
+            if let Some(status) = self.status {
+                self.report_if(z, status)?;
+            }
+            let r = self.b.select(t, None, z, one, y);
+            self.ok(r)?
+        };
+        let u = self.b.type_int(64, 0);
+        let ux = self.b.bitcast(u, None, x);
+        let ux = self.ok(ux)?;
+        let uy = self.b.bitcast(u, None, safe);
+        let uy = self.ok(uy)?;
+        let r = if op == BinOp::FloorMod {
+            self.b.u_mod(u, None, ux, uy)
+        } else {
+            self.b.u_div(u, None, ux, uy)
+        };
+        let r = self.ok(r)?;
+        let r = self.b.bitcast(t, None, r);
         self.ok(r)
     }
 
@@ -585,9 +694,9 @@ impl Gen<'_> {
 
     /// IEEE 754-2019 maximum/minimum: NaN if either is NaN; equal operands (only the
     /// zeros differ) combine their sign bits (max: and, min: or).
-    fn ieee_min_max(&mut self, max: bool, x: Word, y: Word) -> Result<Word> {
-        let f = self.ty(DType::F32)?;
-        let u = self.b.type_int(32, 0);
+    fn ieee_min_max(&mut self, d: DType, max: bool, x: Word, y: Word) -> Result<Word> {
+        let f = self.ty(d)?;
+        let u = self.float_bits_ty(d)?;
         let bool_t = self.ty(DType::Bool)?;
         let gt = if max {
             self.b.f_ord_greater_than(bool_t, None, x, y)
@@ -619,7 +728,7 @@ impl Gen<'_> {
         let ny = self.ok(ny)?;
         let nan = self.b.logical_or(bool_t, None, nx, ny);
         let nan = self.ok(nan)?;
-        let qnan = self.const_f32(f32::NAN);
+        let qnan = self.const_float(f64::NAN, d)?;
         let r = self.b.select(f, None, nan, qnan, r);
         self.ok(r)
     }
@@ -634,7 +743,7 @@ impl Gen<'_> {
         let x = v.id;
         let id = match (from, to) {
             (f, DType::Bool) if f.is_float() => {
-                let z = self.const_f32(0.0);
+                let z = self.const_float(0.0, f)?;
                 let r = self.b.f_unord_not_equal(bool_t, None, x, z);
                 self.ok(r)?
             }
@@ -645,34 +754,24 @@ impl Gen<'_> {
             }
             (DType::Bool, to) => {
                 let (one, zero) = if to.is_float() {
-                    (self.const_f32(1.0), self.const_f32(0.0))
+                    (self.const_float(1.0, to)?, self.const_float(0.0, to)?)
                 } else {
                     (self.const_int(1, to)?, self.const_int(0, to)?)
                 };
                 let r = self.b.select(t, None, x, one, zero);
                 self.ok(r)?
             }
-            (DType::F16, DType::F32) => x,
-            (DType::F32, DType::F16) => return self.narrow(Val { id: x, dtype: to }),
-            (f, to) if f.is_float() => return self.float_to_int(x, to),
-            (f, to) if to.is_float() => {
-                if to == DType::F16 {
-                    // Rounded once, straight from the integer.
-                    let h = self.f16_ty()?;
-                    let r = self.b.convert_s_to_f(h, None, x);
-                    let r = self.ok(r)?;
-                    let r = self.b.f_convert(t, None, r);
-                    self.ok(r)?
-                } else {
-                    let _ = f;
-                    let r = self.b.convert_s_to_f(t, None, x);
-                    self.ok(r)?
-                }
-            }
+            (f, to) if f.is_float() && to.is_float() => return self.float_to_float(x, f, to),
+            (f, to) if f.is_float() => return self.float_to_int(x, f, to),
+            (f, to) if to.is_float() => return self.int_to_float(x, f, to),
             (f, to) if held_bits(f) == held_bits(to) => {
                 return self.narrow(Val { id: x, dtype: to });
             }
-            (f, to) if held_bits(f) == 64 || held_bits(to) == 64 => {
+            (_, to) if held_bits(to) == 64 => {
+                let r = self.sign_extend_to_64(t, x)?;
+                return self.narrow(Val { id: r, dtype: to });
+            }
+            (f, to) if held_bits(f) == 64 => {
                 let r = self.b.s_convert(t, None, x);
                 let r = self.ok(r)?;
                 return self.narrow(Val { id: r, dtype: to });
@@ -682,40 +781,110 @@ impl Gen<'_> {
         Ok(Val { id, dtype: to })
     }
 
-    /// Float (held as float32) to integer dtype `to`: truncated toward zero, saturated
+    /// Int32 `x` sign-extended to int64 (type `t`): zero-extended (`OpUConvert`), then
+    /// shifted up and arithmetically back down by 32. Not `OpSConvert`: lavapipe
+    /// compares its result wrongly (`cast(int64, x) < 0` false for a negative int32 x,
+    /// which lost the sign bits of ONNX BitwiseAnd/Or on int8 and int16).
+    fn sign_extend_to_64(&mut self, t: Word, x: Word) -> Result<Word> {
+        let u = self.b.type_int(64, 0);
+        let r = self.b.u_convert(u, None, x);
+        let r = self.ok(r)?;
+        let r = self.b.bitcast(t, None, r);
+        let r = self.ok(r)?;
+        let c32 = self.const_int(32, DType::I64)?;
+        let r = self.b.shift_left_logical(t, None, r, c32);
+        let r = self.ok(r)?;
+        let r = self.b.shift_right_arithmetic(t, None, r, c32);
+        self.ok(r)
+    }
+
+    /// Float `x` of dtype `from` to float dtype `to`, rounded once where the
+    /// interpreter rounds once (float64 to float16 directly; to bfloat16 through
+    /// float32, which rounds twice only for a float64 whose float32 rounding lands on a
+    /// bfloat16 tie).
+    fn float_to_float(&mut self, x: Word, from: DType, to: DType) -> Result<Val> {
+        let t = self.ty(to)?;
+        let id = if to == DType::F64 {
+            // Widening is exact.
+            let r = self.b.f_convert(t, None, x);
+            self.ok(r)?
+        } else if from == DType::F64 {
+            let f = self.ty(DType::F32)?;
+            let r = if to == DType::F16 {
+                let h = self.f16_ty()?;
+                let r = self.b.f_convert(h, None, x);
+                let r = self.ok(r)?;
+                self.b.f_convert(f, None, r)
+            } else {
+                self.b.f_convert(f, None, x)
+            };
+            let r = self.ok(r)?;
+            if to == DType::BF16 {
+                return self.narrow(Val { id: r, dtype: to });
+            }
+            r
+        } else {
+            // Both held as float32: round to the narrower one.
+            return self.narrow(Val { id: x, dtype: to });
+        };
+        Ok(Val { id, dtype: to })
+    }
+
+    /// Integer `x` of dtype `from` to float dtype `to` (uint64 converted unsigned;
+    /// float16 rounded once, straight from the integer).
+    fn int_to_float(&mut self, x: Word, from: DType, to: DType) -> Result<Val> {
+        let t = self.ty(to)?;
+        let convert = |g: &mut Self, ty: Word| -> Result<Word> {
+            let r = if from == DType::U64 {
+                g.b.convert_u_to_f(ty, None, x)
+            } else {
+                g.b.convert_s_to_f(ty, None, x)
+            };
+            g.ok(r)
+        };
+        let id = match to {
+            DType::F16 => {
+                let h = self.f16_ty()?;
+                let r = convert(self, h)?;
+                let r = self.b.f_convert(t, None, r);
+                self.ok(r)?
+            }
+            DType::BF16 => {
+                let r = convert(self, t)?;
+                return self.narrow(Val { id: r, dtype: to });
+            }
+            _ => convert(self, t)?,
+        };
+        Ok(Val { id, dtype: to })
+    }
+
+    /// Float `x` of dtype `from` to integer dtype `to`: truncated toward zero, saturated
     /// to `to`'s range, NaN to 0 (Rust's `as`, `semantics::float_to_int`).
-    fn float_to_int(&mut self, x: Word, to: DType) -> Result<Val> {
-        let f = self.ty(DType::F32)?;
+    fn float_to_int(&mut self, x: Word, from: DType, to: DType) -> Result<Val> {
+        let f = self.ty(from)?;
         let bool_t = self.ty(DType::Bool)?;
+        let double = from == DType::F64;
+        let nan = self.b.is_nan(bool_t, None, x);
+        let nan = self.ok(nan)?;
+        let zero_f = self.const_float(0.0, from)?;
+        let xs = self.b.select(f, None, nan, zero_f, x);
+        let xs = self.ok(xs)?;
+        if to == DType::U64 {
+            return self.float_to_u64(xs, from);
+        }
         let wide = matches!(to, DType::I64 | DType::U32);
         let via = if wide { DType::I64 } else { DType::I32 };
         let t = self.ty(via)?;
         // The range as floats: -2^(n-1) is exact; the largest float below 2^(n-1) is
         // the top of the exactly converted range, anything at or above 2^(n-1) is MAX.
-        let (lo, hi, limit, max) = if wide {
-            (
-                -(2f32.powi(63)),
-                2f32.powi(63) - 2f32.powi(39),
-                2f32.powi(63),
-                i64::MAX,
-            )
-        } else {
-            (
-                -(2f32.powi(31)),
-                2147483520.0,
-                2f32.powi(31),
-                i32::MAX as i64,
-            )
-        };
-        let nan = self.b.is_nan(bool_t, None, x);
-        let nan = self.ok(nan)?;
-        let zero_f = self.const_f32(0.0);
-        let xs = self.b.select(f, None, nan, zero_f, x);
-        let xs = self.ok(xs)?;
+        let n = if wide { 63 } else { 31 };
+        let limit = 2f64.powi(n);
+        let hi = largest_below(limit, double);
+        let max = if wide { i64::MAX } else { i32::MAX as i64 };
         let (lo_c, hi_c, limit_c) = (
-            self.const_f32(lo),
-            self.const_f32(hi),
-            self.const_f32(limit),
+            self.const_float(-limit, from)?,
+            self.const_float(hi, from)?,
+            self.const_float(limit, from)?,
         );
         let below = self.b.f_ord_less_than(bool_t, None, xs, lo_c);
         let below = self.ok(below)?;
@@ -752,6 +921,46 @@ impl Gen<'_> {
         }
         Ok(Val { id, dtype: to })
     }
+
+    /// Float `xs` (not NaN) of dtype `from` to uint64: below zero 0, at or above 2^64
+    /// `u64::MAX`, truncated between (`OpConvertFToU`), held as the bit pattern.
+    fn float_to_u64(&mut self, xs: Word, from: DType) -> Result<Val> {
+        let f = self.ty(from)?;
+        let t = self.ty(DType::U64)?;
+        let bool_t = self.ty(DType::Bool)?;
+        let limit = 2f64.powi(64);
+        let zero = self.const_float(0.0, from)?;
+        let hi = self.const_float(largest_below(limit, from == DType::F64), from)?;
+        let limit_c = self.const_float(limit, from)?;
+        let below = self.b.f_ord_less_than(bool_t, None, xs, zero);
+        let below = self.ok(below)?;
+        let xc = self.b.select(f, None, below, zero, xs);
+        let xc = self.ok(xc)?;
+        let above = self.b.f_ord_greater_than(bool_t, None, xc, hi);
+        let above = self.ok(above)?;
+        let xc = self.b.select(f, None, above, hi, xc);
+        let xc = self.ok(xc)?;
+        let u = self.b.type_int(64, 0);
+        let i = self.b.convert_f_to_u(u, None, xc);
+        let i = self.ok(i)?;
+        let i = self.b.bitcast(t, None, i);
+        let i = self.ok(i)?;
+        let big = self.b.f_ord_greater_than_equal(bool_t, None, xs, limit_c);
+        let big = self.ok(big)?;
+        let max_c = self.const_int(-1, DType::U64)?;
+        let r = self.b.select(t, None, big, max_c, i);
+        Ok(Val {
+            id: self.ok(r)?,
+            dtype: DType::U64,
+        })
+    }
+}
+
+/// The largest float64 (`double`) or float32 value below the power of two `limit`
+/// (exact in either).
+fn largest_below(limit: f64, double: bool) -> f64 {
+    let mantissa = if double { 53 } else { 24 };
+    limit - limit / 2f64.powi(mantissa)
 }
 
 /// Whether `e` reads a buffer anywhere.
@@ -768,10 +977,10 @@ fn has_load(e: &Expr) -> bool {
     }
 }
 
-/// The width of the integer type holding `d` (see [`crate::codegen`]): 64 for int64
-/// and uint32 (held zero-extended), 32 for the other integers.
+/// The width of the integer type holding `d` (see [`crate::codegen`]): 64 for int64,
+/// uint64 and uint32 (held zero-extended), 32 for the other integers.
 fn held_bits(d: DType) -> u32 {
-    if matches!(d, DType::I64 | DType::U32) {
+    if matches!(d, DType::I64 | DType::U64 | DType::U32) {
         64
     } else {
         32

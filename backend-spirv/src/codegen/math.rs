@@ -1,5 +1,8 @@
-//! The loop IR's math intrinsics on float32 values (float16 values computed in float32
-//! and rounded back, as the interpreter does), from GLSL.std.450 and core instructions.
+//! The loop IR's math intrinsics on float32 values (float16 and bfloat16 values computed
+//! in float32 and rounded back, as the interpreter does), from GLSL.std.450 and core
+//! instructions; on float64 the exact ones (`abs`, `floor`, `ceil`, `sqrt`, `rsqrt`,
+//! `fma`) and `exp`, `log`, `sigmoid`, `tanh` ([`super::math64`]); the trigonometric functions of float32
+//! (float16, bfloat16) values in float64 ([`super::math64`]).
 //!
 //! Exact where Vulkan promises it or where the form is exact: `abs`, `floor`, `ceil`,
 //! `rsqrt` as `1 / sqrt(x)` (the interpreter's two roundings; `InverseSqrt` is an
@@ -21,12 +24,12 @@
 //! - `erf` by a Taylor polynomial below 0.5 and Abramowitz–Stegun 7.1.26 above
 //!   (absolute error 1.5e-7);
 //! - `pow(x, y) = 2^(y·log2|x|)` with the sign and the special cases of `powf`
-//!   (`y = 0`, `x = 1`, negative `x` with integer `y`), as GLSL's `Pow` is undefined
-//!   for `x < 0`.
+//!   (`y = 0`, `x = 1`, negative `x` with integer `y`, `x = -inf`), as GLSL's `Pow` is
+//!   undefined for `x < 0`.
 
 use kiln_executor::Result;
 use kiln_ir::DType;
-use kiln_te::tir::Intrinsic;
+use kiln_te::tir::{Intrinsic, Trig};
 use rspirv::dr::Operand;
 use rspirv::spirv::{GlslStd450Op as Glsl, Word};
 
@@ -68,6 +71,9 @@ impl Gen<'_> {
             return Err(self.err(format!("`{}` on {d}", intrinsic.name())));
         }
         let x = args[0].id;
+        if d == DType::F64 {
+            return self.intrinsic_f64(intrinsic, &args);
+        }
         let id = match intrinsic {
             Intrinsic::Exp => self.exp(x)?,
             Intrinsic::Log => self.glsl(Glsl::Log, &[x])?,
@@ -85,18 +91,68 @@ impl Gen<'_> {
             Intrinsic::Abs => self.glsl(Glsl::FAbs, &[x])?,
             Intrinsic::Floor => self.glsl(Glsl::Floor, &[x])?,
             Intrinsic::Ceil => self.glsl(Glsl::Ceil, &[x])?,
-            // Declared unsupported (`VulkanBackend::unsupported`): GLSL.std.450's
-            // trigonometric instructions have no error bound in the specification.
-            Intrinsic::Trig(t) => {
-                return Err(self.err(format!("`{}` (no SPIR-V sequence yet)", t.name())));
-            }
+            // In float64 ([`super::math64`]): GLSL.std.450's have no error bound in the
+            // specification.
+            Intrinsic::Trig(t) => self.trig_via_f64(t, x)?,
         };
         self.narrow(Val { id, dtype: d })
     }
 
+    /// A float64 intrinsic: the exact ones from GLSL.std.450 (which has `Exp`, `Log`,
+    /// `Pow`, `Tanh` only for 16- and 32-bit floats), `exp`, `log`, `sigmoid` and `tanh`
+    /// from [`super::math64`].
+    fn intrinsic_f64(&mut self, intrinsic: Intrinsic, args: &[Val]) -> Result<Val> {
+        let d = DType::F64;
+        let x = args[0].id;
+        let id = match intrinsic {
+            Intrinsic::Exp => self.exp_f64(x)?,
+            Intrinsic::Log => self.log_f64(x)?,
+            Intrinsic::Sigmoid => self.sigmoid_f64(x)?,
+            Intrinsic::Tanh => self.tanh_f64(x)?,
+            Intrinsic::Sqrt => self.glsl_of(d, Glsl::Sqrt, &[x])?,
+            Intrinsic::Rsqrt => {
+                let s = self.glsl_of(d, Glsl::Sqrt, &[x])?;
+                let one = self.const_float(1.0, d)?;
+                let t = self.ty(d)?;
+                let r = self.b.f_div(t, None, one, s);
+                let r = self.ok(r)?;
+                self.exact(r)
+            }
+            Intrinsic::Fma => self.glsl_of(d, Glsl::Fma, &[x, args[1].id, args[2].id])?,
+            Intrinsic::Abs => self.glsl_of(d, Glsl::FAbs, &[x])?,
+            Intrinsic::Floor => self.glsl_of(d, Glsl::Floor, &[x])?,
+            Intrinsic::Ceil => self.glsl_of(d, Glsl::Ceil, &[x])?,
+            other => {
+                return Err(self.err(format!(
+                    "`{}` on float64 (GLSL.std.450 has it for 16- and 32-bit floats only; \
+                     no float64 sequence yet)",
+                    other.name()
+                )));
+            }
+        };
+        Ok(Val { id, dtype: d })
+    }
+
+    /// Trigonometric `t` of float32 `x`, computed in float64 ([`super::math64`]; the
+    /// conversions are exact both ways but the final rounding).
+    fn trig_via_f64(&mut self, t: Trig, x: Word) -> Result<Word> {
+        let d = self.ty(DType::F64)?;
+        let f = self.ty(DType::F32)?;
+        let wide = self.b.f_convert(d, None, x);
+        let wide = self.ok(wide)?;
+        let r = self.trig_f64(t, wide)?;
+        let r = self.b.f_convert(f, None, r);
+        self.ok(r)
+    }
+
     /// A GLSL.std.450 instruction on float32 operands.
     fn glsl(&mut self, op: Glsl, args: &[Word]) -> Result<Word> {
-        let f = self.ty(DType::F32)?;
+        self.glsl_of(DType::F32, op, args)
+    }
+
+    /// A GLSL.std.450 instruction whose operands and result hold float dtype `d`.
+    pub(super) fn glsl_of(&mut self, d: DType, op: Glsl, args: &[Word]) -> Result<Word> {
+        let f = self.ty(d)?;
         let set = self.glsl;
         let r = self.b.ext_inst(
             f,
@@ -381,6 +437,12 @@ impl Gen<'_> {
         let not_int = self.b.logical_not(bool_t, None, int);
         let not_int = self.ok(not_int)?;
         let bad = self.b.logical_and(bool_t, None, not_int, neg);
+        let bad = self.ok(bad)?;
+        // ... but `powf(-inf, y)` is `+0` or `+inf` (the magnitude's power) then.
+        let minus_inf = self.const_f32(f32::NEG_INFINITY);
+        let finite = self.b.f_ord_not_equal(bool_t, None, x, minus_inf);
+        let finite = self.ok(finite)?;
+        let bad = self.b.logical_and(bool_t, None, bad, finite);
         let bad = self.ok(bad)?;
         let nan = self.const_f32(f32::NAN);
         r = self.fselect(bad, nan, r)?;

@@ -11,11 +11,14 @@
 //!   comes from the group's linear number, and the whole body sits under
 //!   `if linear < block count` (uniform per workgroup, so barriers stay convergent). Shared allocations are `Workgroup` arrays, local ones
 //!   `Function` arrays, both of the value types below.
-//! - **Values** are SSA ids of four types: `bool`, `int` (int32, and int8/uint8/int16/
+//! - **Values** are SSA ids of five types: `bool`, `int` (int32, and int8/uint8/int16/
 //!   uint16 held sign/zero-extended and re-wrapped after every operation; their buffers
-//!   8- or 16-bit), `long` (int64, and uint32 held zero-extended and re-wrapped; both need
-//!   `Int64`) and `float` (float32, and float16 held as float32 and rounded to float16
-//!   after every operation, as the loop-IR interpreter does). Loop counters are `OpPhi`s.
+//!   8- or 16-bit), `long` (int64; uint64 as its bit pattern, compared, divided and
+//!   converted unsigned; uint32 held zero-extended and re-wrapped; all need `Int64`),
+//!   `float` (float32; float16 and bfloat16 held as float32 and rounded to their width
+//!   after every operation, as the loop-IR interpreter does; bfloat16 buffers hold the
+//!   16-bit patterns, rounded to nearest even in integer arithmetic, NaN kept quiet) and
+//!   `double` (float64, `Float64`). Loop counters are `OpPhi`s.
 //! - **Control flow** is structured: serial loops are `OpLoopMerge` headers with a
 //!   continue block, `if` and lazy `select` (only the chosen side runs, as in the
 //!   interpreter) are `OpSelectionMerge` diamonds, a thread loop shorter than its launch
@@ -34,6 +37,7 @@
 
 mod expr;
 mod math;
+mod math64;
 mod stmt;
 
 use std::collections::HashMap;
@@ -65,6 +69,7 @@ struct Uses {
     int16: bool,
     float16: bool,
     int64: bool,
+    float64: bool,
 }
 
 /// A buffer's variable: its id, storage class and element (value or storage) type.
@@ -75,35 +80,18 @@ struct BufVar {
     elem: Word,
 }
 
-/// The SPIR-V words of the launch of `func` rooted at `root`.
-/// The dtypes the SPIR-V codegen emits; [`emit_launch`] refuses a kernel using any
-/// other (and [`crate::VulkanBackend`] declares them unsupported).
-pub(crate) const EMITTED: [DType; 10] = [
-    DType::F32,
-    DType::F16,
-    DType::I8,
-    DType::U8,
-    DType::I16,
-    DType::U16,
-    DType::U32,
-    DType::I32,
-    DType::I64,
-    DType::Bool,
-];
+/// The graph ops whose float64 lowering calls an intrinsic the codegen has no float64
+/// sequence for (`pow`, `erf`: GLSL.std.450 has `Pow` for 16- and 32-bit floats only,
+/// `erf` not at all); [`crate::VulkanBackend`] declares them unsupported.
+pub(crate) const F64_MISSING_OPS: [&str; 2] = ["erf", "power"];
 
+/// The SPIR-V words of the launch of `func` rooted at `root`.
 pub(crate) fn emit_launch(
     func: &PrimFunc,
     root: &Stmt,
     launch: &Launch,
     features: &Features,
 ) -> Result<Vec<u32>> {
-    if let Some(d) = func.dtypes().into_iter().find(|d| !EMITTED.contains(d)) {
-        return Err(Error::Unsupported(format!(
-            "SPIR-V codegen, kernel @{}: {d} values (it emits {})",
-            func.name,
-            EMITTED.map(DType::name).join(", ")
-        )));
-    }
     let mut b = Builder::new();
     b.set_version(1, 5);
     let glsl = b.ext_inst_import("GLSL.std.450");
@@ -216,15 +204,18 @@ impl<'a> Gen<'a> {
         Ok(match d {
             DType::Bool => self.b.type_bool(),
             DType::I8 | DType::U8 | DType::I16 | DType::U16 | DType::I32 => self.b.type_int(32, 1),
-            // uint32 is held zero-extended in int64.
-            DType::I64 | DType::U32 => {
+            // uint32 is held zero-extended in int64, uint64 as its bit pattern.
+            DType::I64 | DType::U64 | DType::U32 => {
                 self.need(self.features.int64, "Int64 (shaderInt64)", d)?;
                 self.uses.int64 = true;
                 self.b.type_int(64, 1)
             }
-            DType::F32 | DType::F16 => self.b.type_float(32, None),
-            // Refused by `emit_launch` before any type is made.
-            other => return Err(self.err(format!("{other} values (not emitted)"))),
+            DType::F32 | DType::F16 | DType::BF16 => self.b.type_float(32, None),
+            DType::F64 => {
+                self.need(self.features.float64, "Float64 (shaderFloat64)", d)?;
+                self.uses.float64 = true;
+                self.b.type_float(64, None)
+            }
         })
     }
 
@@ -264,7 +255,7 @@ impl<'a> Gen<'a> {
                 self.uses.int8 = true;
                 self.b.type_int(8, 0)
             }
-            DType::I16 | DType::U16 => self.int16_ty(d)?,
+            DType::I16 | DType::U16 | DType::BF16 => self.int16_ty(d)?,
             DType::U32 => {
                 self.ty(d)?;
                 self.b.type_int(32, 0)
@@ -371,7 +362,7 @@ impl<'a> Gen<'a> {
         let ptr = self.b.type_pointer(None, class, arr);
         let var = if class == StorageClass::Workgroup {
             let width = match buf.dtype {
-                DType::I64 => 8,
+                DType::I64 | DType::U64 | DType::U32 | DType::F64 => 8,
                 _ => 4,
             };
             self.shared_bytes += n as u64 * width;
@@ -439,6 +430,11 @@ impl<'a> Gen<'a> {
         self.constant(t, v as u32 as u64, false)
     }
 
+    /// A 64-bit constant of (unsigned 64-bit integer) type `ty`.
+    pub(crate) fn constant_u64(&mut self, v: u64, ty: Word) -> Word {
+        self.constant(ty, v, true)
+    }
+
     pub(crate) fn const_u32(&mut self, v: u32) -> Word {
         let t = self.b.type_int(32, 0);
         self.constant(t, v as u64, false)
@@ -449,10 +445,32 @@ impl<'a> Gen<'a> {
         self.constant(t, v.to_bits() as u64, false)
     }
 
+    /// A constant of float dtype `d` (held as its value type) with value `v` rounded
+    /// to float32, or kept for float64.
+    pub(crate) fn const_float(&mut self, v: f64, d: DType) -> Result<Word> {
+        if d == DType::F64 {
+            let t = self.ty(d)?;
+            Ok(self.constant(t, v.to_bits(), true))
+        } else {
+            Ok(self.const_f32(v as f32))
+        }
+    }
+
+    /// The unsigned integer type as wide as float dtype `d`'s value type (for its bits;
+    /// float64's need `Int64`).
+    pub(crate) fn float_bits_ty(&mut self, d: DType) -> Result<Word> {
+        if d == DType::F64 {
+            self.ty(DType::I64)?;
+            Ok(self.b.type_int(64, 0))
+        } else {
+            Ok(self.b.type_int(32, 0))
+        }
+    }
+
     /// A constant of integer dtype `d` (held as its value type) with value `v`.
     pub(crate) fn const_int(&mut self, v: i64, d: DType) -> Result<Word> {
         let t = self.ty(d)?;
-        let id = if matches!(d, DType::I64 | DType::U32) {
+        let id = if matches!(d, DType::I64 | DType::U64 | DType::U32) {
             self.constant(t, v as u64, true)
         } else {
             self.constant(t, v as i32 as u32 as u64, false)
@@ -593,6 +611,9 @@ impl<'a> Gen<'a> {
         b.capability(Capability::Shader);
         if self.uses.int64 {
             b.capability(Capability::Int64);
+        }
+        if self.uses.float64 {
+            b.capability(Capability::Float64);
         }
         if self.uses.int8 {
             b.capability(Capability::Int8);

@@ -244,6 +244,7 @@ impl Gpu {
         // SAFETY: plain queries with valid out-structures.
         unsafe { instance.get_physical_device_features2(physical, &mut f2) };
         let int64 = f2.features.shader_int64 == vk::TRUE;
+        let float64 = f2.features.shader_float64 == vk::TRUE;
         let shader_int16 = f2.features.shader_int16 == vk::TRUE;
         let _ = f2;
         let int16 = shader_int16 && f11.storage_buffer16_bit_access == vk::TRUE;
@@ -268,6 +269,7 @@ impl Gpu {
             float16,
             rte16,
             int64,
+            float64,
             int16,
             max_group_size: limits.max_compute_work_group_size,
             max_invocations: limits.max_compute_work_group_invocations,
@@ -283,6 +285,7 @@ impl Gpu {
             .storage_buffer8_bit_access(int8);
         let base = vk::PhysicalDeviceFeatures::default()
             .shader_int64(int64)
+            .shader_float64(float64)
             .shader_int16(int16);
         let priorities = [1.0f32];
         let queues = [vk::DeviceQueueCreateInfo::default()

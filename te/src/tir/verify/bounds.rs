@@ -216,7 +216,7 @@ impl Verifier<'_> {
         let mut used = vec![first];
         let f = &self.facts[first];
         let s = match_scale(&f.terms, lin)?;
-        let mut acc = f.range.scale(s);
+        let mut acc = self.fact_range(f).scale(s);
         let mut rest = lin.add_scaled(&f.terms, -s)?;
         while let Some((j, s)) = self.facts.iter().enumerate().find_map(|(j, g)| {
             if used.contains(&j) {
@@ -225,11 +225,24 @@ impl Verifier<'_> {
             match_scale(&g.terms, &rest).map(|s| (j, s))
         }) {
             let g = &self.facts[j];
-            acc = acc.add(g.range.scale(s));
+            acc = acc.add(self.fact_range(g).scale(s));
             rest = rest.add_scaled(&g.terms, -s)?;
             used.push(j);
         }
         Some(acc.add(self.box_range(&rest)))
+    }
+
+    /// What is known of `f`'s terms: its range, narrowed by every other fact on the
+    /// same terms and by the terms' box (all hold at once). A one-sided fact (`t < 2`)
+    /// taken alone would make a chain it joins unbounded on the other side, losing
+    /// what the box or the other facts know.
+    fn fact_range(&self, f: &Fact) -> Interval {
+        self.facts
+            .iter()
+            .filter(|g| g.terms == f.terms)
+            .fold(self.box_range(&f.terms).intersect(f.range), |r, g| {
+                r.intersect(g.range)
+            })
     }
 
     /// An opaque atom with range `r`, remembered until the enclosing scope ends.
@@ -679,6 +692,28 @@ mod tests {
             .replace("out %idx", "%idx")
             .replace("    %idx[0] = 100\n", "");
         assert_eq!(errors(&ro), Vec::<String>::new());
+    }
+
+    #[test]
+    fn one_sided_facts_keep_the_box_of_their_terms() {
+        // The GPU schedule's fused index of a concatenation (ONNX attention with past
+        // and present): the outer guard knows `floordiv(%x, 4) < 2` (no lower bound),
+        // the select `floormod(%x, 4) >= 2`; together with the atoms' own ranges the
+        // index `2*q + r - 2` lies in [0, 3]. Chaining the first fact's bare range
+        // made it unbounded below, and the box alone gave [-2, 5].
+        let text =
+            "primfn @k(%a: Buffer[(4), float32, global], out %b: Buffer[(12), float32, global]) {
+  for (%x, 0, 12) {
+    if (floordiv(%x, 4) < 2) {
+      %b[%x] = select(floormod(%x, 4) >= 2, %a[floordiv(%x, 4) * 2 + floormod(%x, 4) - 2], 0.0)
+    }
+  }
+}";
+        assert_eq!(errors(text), Vec::<String>::new());
+        // Sound still: without the select's fact the access can be out of bounds.
+        let e = errors(&text.replace("floormod(%x, 4) >= 2", "floormod(%x, 4) >= 1"));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].contains("ranges over [-1, 3]"), "{e:?}");
     }
 
     #[test]
