@@ -26,7 +26,8 @@
 //! - **Every other materialized stage** (outputs and intermediates: pooling, softmax,
 //!   reductions, data movement): the innermost data axis is split and vectorized and
 //!   moved inside the reduction loops, the remaining outer data loops are fused into one
-//!   `parallel` loop.
+//!   `parallel` loop (a ragged innermost axis, not vectorized, stays a serial loop
+//!   inside it when the others give it at least 16 iterations).
 
 use crate::error::Result;
 use crate::te::tensorize::{match_conv2d, match_gemm};
