@@ -573,6 +573,96 @@ fn register_tiled_conv2d_hot_loops_are_vectorized_and_bit_identical() {
     }
 }
 
+/// The default cpu schedule sends every group-1 conv2d that is not 1×1 stride 1 (3×3
+/// stride 1 and 2, the 7×7 stride-2 stem, a strided 1×1) to the conv2d micro-kernel and
+/// a depthwise one to the depthwise_conv2d micro-kernel, leaving a grouped one on the
+/// register tiles; compiled at every ISA level this machine runs, each computes what the
+/// loop-IR interpreter does. Tolerance: a reduction of k ≤ 147 products of values in
+/// [-1, 1] rounds, in any order, within k·2⁻²⁴·k ≈ 1.3e-3 of the exact sum on each side.
+#[test]
+fn default_schedule_puts_conv2d_on_the_micro_kernels_at_every_isa() {
+    use kiln_backend_cranelift::microkernel::Isa;
+    use kiln_te::topi::{ScheduleKind, kernels_of};
+    // (input, weight, stride, pad, groups, the call expected)
+    let cases = [
+        (
+            vec![1, 8, 9, 11],
+            vec![12, 8, 3, 3],
+            1,
+            1,
+            1,
+            Some("microkernel conv2d("),
+        ),
+        (
+            vec![1, 8, 14, 14],
+            vec![8, 8, 3, 3],
+            2,
+            1,
+            1,
+            Some("microkernel conv2d("),
+        ),
+        (
+            vec![1, 3, 15, 15],
+            vec![8, 3, 7, 7],
+            2,
+            3,
+            1,
+            Some("microkernel conv2d("),
+        ),
+        (
+            vec![1, 4, 13, 13],
+            vec![8, 4, 1, 1],
+            2,
+            0,
+            1,
+            Some("microkernel conv2d("),
+        ),
+        (
+            vec![1, 6, 10, 9],
+            vec![6, 1, 3, 3],
+            1,
+            1,
+            6,
+            Some("microkernel depthwise_conv2d("),
+        ),
+        (vec![1, 8, 10, 10], vec![8, 4, 3, 3], 1, 1, 2, None),
+    ];
+    for (x, w, stride, pad, groups, call) in cases {
+        let op = kiln_ir::op::Conv2d {
+            strides: [stride, stride],
+            padding: [pad; 4],
+            dilation: [1, 1],
+            groups,
+            channels: None,
+            kernel_size: None,
+        };
+        let types = [
+            kiln_ir::Type::tensor(x.clone(), DType::F32),
+            kiln_ir::Type::tensor(w.clone(), DType::F32),
+        ];
+        let m = kiln_ir::Module::single_op(op, &types).unwrap();
+        let ks = kernels_of(&m, ScheduleKind::Cpu).unwrap();
+        let f = ks.iter().find(|k| k.name.contains("conv2d")).unwrap();
+        let text = f.to_string();
+        match call {
+            Some(c) => assert!(text.contains(c), "{x:?} {w:?}: no `{c}`\n{text}"),
+            None => assert!(!text.contains("microkernel"), "{x:?} {w:?}\n{text}"),
+        }
+        let inputs = [
+            NDArray::random_uniform(x.clone(), DType::F32, 3, -1.0, 1.0),
+            NDArray::random_uniform(w.clone(), DType::F32, 4, -1.0, 1.0),
+        ];
+        let want = tir::run_with_inputs(f, &inputs).unwrap();
+        for isa in Isa::all_available() {
+            let target = format!("cpu -threads=2 -isa={isa}").parse().unwrap();
+            let got = run_on(&target, f, &inputs).unwrap();
+            if let Err(e) = got[0].allclose(&want[0], 3e-3, 0.0) {
+                panic!("{x:?} {w:?} -isa={isa}: {e:?}");
+            }
+        }
+    }
+}
+
 /// Constants folded at compile time (an unrolled loop's variable) follow the IR's
 /// wrapping semantics: `%u * 2^30` wraps in int32 exactly as at run time, so the
 /// verifier's proof (which models the wrap) holds for the compiled code too.
