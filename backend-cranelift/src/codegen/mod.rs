@@ -123,7 +123,11 @@ fn host_isa() -> Result<cranelift_codegen::isa::OwnedTargetIsa> {
     // Cranelift's IR verifier re-checks every function before compiling it: on in debug
     // builds (every test), off in release builds, where it cost a tenth of a model's
     // code generation (as wasmtime ships it).
-    let verifier = if cfg!(debug_assertions) { "true" } else { "false" };
+    let verifier = if cfg!(debug_assertions) {
+        "true"
+    } else {
+        "false"
+    };
     for (k, v) in [
         ("enable_verifier", verifier),
         ("opt_level", "speed"),
