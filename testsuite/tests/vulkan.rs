@@ -551,10 +551,12 @@ fn a_widened_negative_integer_compares_below_zero() {
 }
 
 /// Runs kernel `f` (one output, the last parameter) on the default Vulkan device with
-/// `inputs`; returns its output and the loop-IR interpreter's.
+/// `inputs`; returns its output and the loop-IR interpreter's. Its SPIR-V passes
+/// `spirv-val` first.
 fn run_on_vulkan(f: &PrimFunc, inputs: &[NDArray]) -> (NDArray, NDArray) {
     use kiln::KernelLibrary;
     use kiln_backend_spirv::vulkan::VulkanLibrary;
+    validate(&f.name, std::slice::from_ref(f));
     let gpu = kiln_backend_spirv::VulkanBackend::probe().unwrap();
     let program = compile_module(std::slice::from_ref(f), &gpu.features).unwrap();
     let want = kiln_te::tir::interp::run_with_inputs(f, inputs).unwrap();
