@@ -30,11 +30,12 @@
 //!   polynomial to `x^17` (truncation below `1e-17` relative), so no cancellation;
 //!   `asinh(a) = log1p(a + a²/(1 + √(1+a²)))`, `acosh(x) = log1p(t + √(t·(t+2)))` with
 //!   `t = x − 1` (NaN below 1), `atanh(a) = log1p(2a/(1−a))/2`; the odd ones take `x`'s
-//!   sign.
+//!   sign; past `2^28` `asinh` and `acosh` are `log(2a)` (the forms' `a²` would
+//!   overflow a float64).
 //! - `atan`: `|x| > 1` through `π/2 − atan(1/|x|)`, then two halvings
 //!   `t/(1 + √(1+t²))` (`atan t = 2·atan` of it) down to `|t| ≤ tan(π/16)`, and the
 //!   Taylor series to `t^25` (truncation below `1e-18` relative); `asin(x) =
-//!   atan(x/√(1−x²))` (`1 − x²` exact for a float32 `x`), `acos(x) =
+//!   atan(x/√((1−x)(1+x)))`, `acos(x) =
 //!   2·atan(√((1−x)/(1+x)))` (no cancellation near 1). NaN outside `[-1, 1]`.
 //! - `sin`, `cos`, `tan` of a float32 `x` (exact in float64): `|x| = (n + f)·π/2`,
 //!   `|f| ≤ 1/2`, then `r = f·π/2` and the Taylor polynomials of `sin r`, `cos r` (to
@@ -49,7 +50,12 @@
 //!   additions drops whole turns), which gives `n` and `f` to 2^-62. Infinite and NaN
 //!   `x` give NaN.
 //!
-//! These are used for
+//! On float64 arguments all but `sin`, `cos`, `tan` (whose reduction needs a float32
+//! argument) serve float64 itself, within the bounds the tests check against the
+//! platform's `f64` functions: `sinh`, `cosh` 4 ulp, `asinh`, `acosh`, `atanh`, `atan`,
+//! `asin`, `acos` 8 ulp.
+//!
+//! All are used for
 //!   float32 (and float16, bfloat16) arguments, which convert to float64 exactly: the
 //!   float64 result is within a few float64 ulp, so the rounded float32 result is within
 //!   1 float32 ulp (the test checks that against the platform's `f32` functions).
@@ -271,6 +277,18 @@ impl Gen<'_> {
         let xn = self.b.is_nan(bool_t, None, x);
         let xn = self.ok(xn)?;
         self.d_select(xn, x, res)
+    }
+
+    /// `log(2·a)` where `a > 2^28` (there `asinh(a)` and `acosh(a)` are `log(2a)` to
+    /// float64 precision, and their forms' `a²` may overflow), `r` elsewhere.
+    fn log_of_twice_past_2_28(&mut self, a: Word, r: Word) -> Result<Word> {
+        use rspirv::spirv::Op::FAdd;
+        let l = self.log_f64(a)?;
+        let ln2 = self.c64(std::f64::consts::LN_2)?;
+        let l = self.d_op(FAdd, l, ln2)?;
+        let big_c = self.c64(2f64.powi(28))?;
+        let big = self.d_lt(big_c, a)?;
+        self.d_select(big, l, r)
     }
 
     /// `log(1 + u)` (see the module doc).
@@ -629,12 +647,8 @@ impl Gen<'_> {
                 let den = self.d_op(FAdd, one, root)?;
                 let q = self.d_op(FDiv, aa, den)?;
                 let u = self.d_op(FAdd, a, q)?;
-                // (inf/inf above is not a number; asinh(inf) is inf.)
-                let bool_t = self.ty(DType::Bool)?;
-                let inf = self.b.is_inf(bool_t, None, a);
-                let inf = self.ok(inf)?;
-                let u = self.d_select(inf, a, u)?;
                 let r = self.log1p_f64(u)?;
+                let r = self.log_of_twice_past_2_28(a, r)?;
                 self.d_copysign(x, r)?
             }
             Trig::Acosh => {
@@ -644,6 +658,7 @@ impl Gen<'_> {
                 let root = self.glsl_of(D, Glsl::Sqrt, &[p])?;
                 let u = self.d_op(FAdd, tt, root)?;
                 let r = self.log1p_f64(u)?;
+                let r = self.log_of_twice_past_2_28(x, r)?;
                 // Below 1 the form is finite; acosh is not defined there.
                 let below = self.d_lt(x, one)?;
                 let nan = self.c64(f64::NAN)?;
@@ -659,8 +674,10 @@ impl Gen<'_> {
             }
             Trig::Atan => self.atan_f64(x)?,
             Trig::Asin => {
-                let xx = self.d_op(FMul, x, x)?;
-                let w = self.d_op(FSub, one, xx)?;
+                // (1 - x)(1 + x): both factors exact for |x| >= 1/2, no cancellation.
+                let lo = self.d_op(FSub, one, x)?;
+                let hi = self.d_op(FAdd, one, x)?;
+                let w = self.d_op(FMul, lo, hi)?;
                 let root = self.glsl_of(D, Glsl::Sqrt, &[w])?;
                 let q = self.d_op(FDiv, x, root)?;
                 self.atan_f64(q)?
