@@ -13,7 +13,7 @@
 //!   double). Error: within 2 ulp of `e^x` for normal results (the polynomial's
 //!   roundings, one per `fma`, shrink by `|r|` per step); `+inf` above ~709.78, `0` below
 //!   -746, NaN kept. Results below the smallest normal double come from one rounding of
-//!   a product and so follow the device's float64 denormal mode (lavapipe flushes).
+//!   a product and so follow the device's float64 denormal mode (0 where it flushes).
 //! - `log(x)`: fdlibm's `e_log.c` (as musl's `log`): `x = 2^k·m` with `m` in
 //!   `[√2/2, √2]` (a subnormal `x` scaled by `2^54` first), `f = m − 1`, `s = f/(2+f)`,
 //!   `log(1+f) = f − (f²/2 − s·(f²/2 + R(s²)))` with fdlibm's degree-14 minimax `R`
@@ -35,30 +35,29 @@
 //! - `atan`: `|x| > 1` through `π/2 − atan(1/|x|)`, then two halvings
 //!   `t/(1 + √(1+t²))` (`atan t = 2·atan` of it) down to `|t| ≤ tan(π/16)`, and the
 //!   Taylor series to `t^25` (truncation below `1e-18` relative); `asin(x) =
-//!   atan(x/√((1−x)(1+x)))`, `acos(x) =
-//!   2·atan(√((1−x)/(1+x)))` (no cancellation near 1). NaN outside `[-1, 1]`.
+//!   atan(x/√((1−x)(1+x)))`, `acos(x) = 2·atan(√((1−x)/(1+x)))` (no cancellation near
+//!   1). NaN outside `[-1, 1]`.
 //! - `sin`, `cos`, `tan` of a float32 `x` (exact in float64): `|x| = (n + f)·π/2`,
 //!   `|f| ≤ 1/2`, then `r = f·π/2` and the Taylor polynomials of `sin r`, `cos r` (to
 //!   `r^19`, truncation below `1e-18`), picked and signed by `n mod 4` (`tan = sin/cos`).
 //!   Below `2^28·π/2` the reduction is musl's `__rem_pio2f` (`k = roundEven(x·2/π)`,
 //!   `x − k·pio2_1 − k·pio2_1t` with a 25-bit `pio2_1`: exact products, 25+53 bits of
 //!   `π/2`, enough for every float32 there as musl states); above, Payne–Hanek in
-//!   integers: the float32's 24-bit significand times four 24-bit chunks of `2/π`'s
-//!   bits (a table checked against a Machin computation; five chunks, so what is dropped
-//!   stays below 2^-61 of a quarter turn), each 48-bit product shifted
+//!   integers: the float32's 24-bit significand times five 24-bit chunks of `2/π`'s
+//!   bits (a table checked against a Machin computation), each 48-bit product shifted
 //!   into a 64-bit fixed-point number with 2 integer bits (the wrapping of the
-//!   additions drops whole turns), which gives `n` and `f` to 2^-62. Infinite and NaN
-//!   `x` give NaN.
+//!   additions drops whole turns), which gives `n` and `f` to within 2^-61 of a quarter
+//!   turn. Infinite and NaN `x` give NaN.
 //!
 //! On float64 arguments all but `sin`, `cos`, `tan` (whose reduction needs a float32
 //! argument) serve float64 itself, within the bounds the tests check against the
 //! platform's `f64` functions: `sinh`, `cosh` 4 ulp, `asinh`, `acosh`, `atanh`, `atan`,
 //! `asin`, `acos` 8 ulp.
 //!
-//! All are used for
-//!   float32 (and float16, bfloat16) arguments, which convert to float64 exactly: the
-//!   float64 result is within a few float64 ulp, so the rounded float32 result is within
-//!   1 float32 ulp (the test checks that against the platform's `f32` functions).
+//! All of them serve float32 (and float16, bfloat16) arguments, which convert to
+//! float64 exactly: the float64 result is within a few float64 ulp, so the rounded
+//! float32 result is within 1 float32 ulp (the test checks that against the platform's
+//! `f64` functions rounded to `f32`).
 
 use kiln_executor::Result;
 use kiln_ir::DType;
