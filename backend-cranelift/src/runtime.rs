@@ -84,6 +84,10 @@ pub(crate) enum Host {
     F16Load,
     F16Store,
     Gemm,
+    /// The conv2d micro-kernel.
+    Conv2d,
+    /// The depthwise_conv2d micro-kernel.
+    DepthwiseConv2d,
     /// An `f64` (float64 is computed in f64) function.
     F64(Math64),
     /// An f32 value rounded to bfloat16 (ties to even), as an f32.
@@ -149,7 +153,7 @@ impl Host {
     }
 
     /// Every host function but the [`Trig`] family.
-    const FIXED: [Host; 24] = [
+    const FIXED: [Host; 26] = [
         Host::ParallelFor,
         Host::Fail,
         Host::Alloc,
@@ -174,6 +178,8 @@ impl Host {
         Host::F16FromF64,
         Host::Bf16FromF64,
         Host::Gemm,
+        Host::Conv2d,
+        Host::DepthwiseConv2d,
     ];
 
     /// The symbol name.
@@ -204,6 +210,8 @@ impl Host {
             Host::Bf16FromF64 => "kiln_bf16_from_f64",
             Host::Trig(t, wide) => trig_symbol(t, wide).0,
             Host::Gemm => "kiln_gemm",
+            Host::Conv2d => "kiln_conv2d",
+            Host::DepthwiseConv2d => "kiln_depthwise_conv2d",
         }
     }
 
@@ -233,6 +241,7 @@ impl Host {
                 ],
                 &[],
             ),
+            Host::Conv2d | Host::DepthwiseConv2d => (&[I32, Ptr, Ptr, Ptr, Ptr], &[]),
         }
     }
 
@@ -264,6 +273,8 @@ impl Host {
             Host::Bf16FromF64 => kiln_bf16_from_f64 as *const u8,
             Host::Trig(t, wide) => trig_symbol(t, wide).1,
             Host::Gemm => crate::microkernel::kiln_gemm as *const u8,
+            Host::Conv2d => crate::microkernel::kiln_conv2d as *const u8,
+            Host::DepthwiseConv2d => crate::microkernel::kiln_depthwise_conv2d as *const u8,
         }
     }
 }

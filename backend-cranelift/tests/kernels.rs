@@ -527,25 +527,26 @@ fn float_max_and_min_propagate_nan_and_order_zeros_scalar_and_vector() {
     }
 }
 
-/// Padded conv2d kernels with the cpu schedule (register-tiled, `vectorized` over four
-/// output channels of a promoted accumulator, the padded input read splatted): 3x3
-/// stride 1, 3x3 stride 2 down to width 7, 1x1 stride 2 down to width 7 and 7x7 stride
-/// 2. Their hot loops run as f32x4, bit for bit equal to the interpreter. (A 1x1 stride-1
-/// conv is a gemm micro-kernel call instead, tested with the micro-kernels.)
+/// Padded grouped conv2d kernels with the cpu schedule (register-tiled, `vectorized`
+/// over four output channels of a promoted accumulator, the padded input read
+/// splatted): 3x3 stride 1, 3x3 stride 2 down to width 7, 1x1 stride 2 down to width 7
+/// and 7x7 stride 2, two groups each. Their hot loops run as f32x4, bit for bit equal to
+/// the interpreter. (A group-1 or depthwise conv is a conv2d / depthwise_conv2d / gemm
+/// micro-kernel call instead, tested with the micro-kernels and the op suite.)
 #[test]
 fn register_tiled_conv2d_hot_loops_are_vectorized_and_bit_identical() {
     use kiln_te::topi::{ScheduleKind, kernels_of};
     for (x, w, stride, pad) in [
-        (vec![1, 8, 16, 16], vec![8, 8, 3, 3], 1, 1),
-        (vec![1, 8, 14, 14], vec![8, 8, 3, 3], 2, 1),
-        (vec![1, 4, 13, 13], vec![8, 4, 1, 1], 2, 0),
-        (vec![1, 3, 15, 15], vec![8, 3, 7, 7], 2, 3),
+        (vec![1, 8, 16, 16], vec![8, 4, 3, 3], 1, 1),
+        (vec![1, 8, 14, 14], vec![8, 4, 3, 3], 2, 1),
+        (vec![1, 4, 13, 13], vec![8, 2, 1, 1], 2, 0),
+        (vec![1, 4, 15, 15], vec![8, 2, 7, 7], 2, 3),
     ] {
         let op = kiln_ir::op::Conv2d {
             strides: [stride, stride],
             padding: [pad; 4],
             dilation: [1, 1],
-            groups: 1,
+            groups: 2,
             channels: None,
             kernel_size: None,
         };

@@ -262,7 +262,7 @@ fn integer_power_with_negative_exponents_agrees_on_every_backend() {
     check_all(&m, &params, &[bases, exps], EXACT).unwrap_or_else(|e| panic!("uint64: {e}"));
 }
 
-/// The families that run on the gemm micro-kernel (dense, batch_matmul) on `cpu` at every
+/// The families that run on the micro-kernels (dense, batch_matmul, conv2d) on `cpu` at every
 /// `-isa` level this machine runs (the default run above takes the best one); a level it
 /// lacks is refused at build, naming what it has.
 #[test]
@@ -274,7 +274,7 @@ fn gemm_families_at_every_isa_level() {
         b.target = format!("{} -isa={isa}", cpu.target).parse().unwrap();
         b.name = format!("cpu -isa={isa}");
         let backends = [Backend::Exec(b)];
-        for family in ["global_pool_dense_bias", "batch_matmul"] {
+        for family in ["global_pool_dense_bias", "batch_matmul", "conv2d"] {
             let r = op_family(family, &backends, cases());
             match (isa.available(), r) {
                 (true, r) => r.unwrap_or_else(|e| panic!("-isa={isa}: {e}")),

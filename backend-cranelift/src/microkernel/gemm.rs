@@ -60,7 +60,7 @@ pub(crate) unsafe fn run<S: Simd, const MR: usize, const NR: usize, const NV: us
             i0 += MR;
         }
     } else if g.b[0] == 1 && g.c[1] == 1 {
-        unsafe { axpy::<S, MR, NV>(g, a, b, c) };
+        unsafe { axpy::<S, MR, NV>(g, a, b, c, false) };
     } else if g.a[0] == 1 && g.c[0] == 1 {
         // `Cᵀ[j, i] = Σ_r B[j, r] · A[i, r]` is in axpy form (conv2d's `W · X`).
         let t = GemmCall {
@@ -71,19 +71,21 @@ pub(crate) unsafe fn run<S: Simd, const MR: usize, const NR: usize, const NV: us
             b: g.a,
             c: [g.c[1], g.c[0]],
         };
-        unsafe { axpy::<S, MR, NV>(&t, b, a, c) };
+        unsafe { axpy::<S, MR, NV>(&t, b, a, c, false) };
     } else {
         unsafe { scalar(g, a, b, c) };
     }
 }
 
-/// The axpy form over the whole call (`B` and `C` contiguous along `j`).
+/// The axpy form over the whole call (`B` and `C` contiguous along `j`); with
+/// `accumulate`, `C += A·Bᵀ` instead of `C = A·Bᵀ`.
 #[inline(always)]
-unsafe fn axpy<S: Simd, const MR: usize, const NV: usize>(
+pub(crate) unsafe fn axpy<S: Simd, const MR: usize, const NV: usize>(
     g: &GemmCall,
     a: *const f32,
     b: *const f32,
     c: *mut f32,
+    accumulate: bool,
 ) {
     let w = NV * S::LANES;
     let mut i0 = 0;
@@ -91,9 +93,9 @@ unsafe fn axpy<S: Simd, const MR: usize, const NV: usize>(
         let mut j0 = 0;
         while j0 < g.n {
             if j0 + w <= g.n {
-                unsafe { axpy_block::<S, MR, NV, true>(g, a, b, c, i0, j0) };
+                unsafe { axpy_block::<S, MR, NV, true>(g, a, b, c, i0, j0, accumulate) };
             } else {
-                unsafe { axpy_block::<S, MR, NV, false>(g, a, b, c, i0, j0) };
+                unsafe { axpy_block::<S, MR, NV, false>(g, a, b, c, i0, j0, accumulate) };
             }
             j0 += w;
         }
@@ -155,12 +157,29 @@ unsafe fn axpy_block<S: Simd, const MR: usize, const NV: usize, const FULL: bool
     c: *mut f32,
     i0: usize,
     j0: usize,
+    accumulate: bool,
 ) {
     // Lanes of each column vector (FULL: all of them).
     let lanes: [usize; NV] =
         std::array::from_fn(|v| (g.n - j0).saturating_sub(v * S::LANES).min(S::LANES));
     let ap: [*const f32; MR] = std::array::from_fn(|d| unsafe { a.add(row(i0, d, g.m) * g.a[0]) });
     let mut acc = [[unsafe { S::zero() }; NV]; MR];
+    if accumulate {
+        for (i, acc_i) in acc.iter_mut().enumerate().take(g.m - i0) {
+            let crow = unsafe { c.add((i0 + i) * g.c[0] + j0) };
+            for v in 0..NV {
+                acc_i[v] = unsafe {
+                    if FULL || lanes[v] == S::LANES {
+                        S::load(crow.add(v * S::LANES))
+                    } else if lanes[v] > 0 {
+                        S::load_part(crow.add(v * S::LANES), lanes[v])
+                    } else {
+                        S::zero()
+                    }
+                };
+            }
+        }
+    }
     for r in 0..g.k {
         let brow = unsafe { b.add(r * g.b[1] + j0) };
         let bv: [S::V; NV] = std::array::from_fn(|v| unsafe {

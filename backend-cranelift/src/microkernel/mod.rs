@@ -5,14 +5,18 @@
 //! Each kernel exists at three ISA levels ([`Isa`]): AVX-512F, AVX2 + FMA, and a portable
 //! one. The level is detected once per process ([`Isa::detected`]) and can be forced per
 //! target (`cpu -isa=avx512|avx2|sse`), refused when the machine lacks it
-//! ([`Isa::require`]). The kernels: [`gemm`].
+//! ([`Isa::require`]). The kernels: [`gemm`], [`conv2d`], [`depthwise`].
 
+pub mod conv2d;
+pub mod depthwise;
 pub mod gemm;
 pub(crate) mod simd;
 
 use std::fmt;
 use std::sync::OnceLock;
 
+pub use conv2d::Conv2dCall;
+pub use depthwise::DepthwiseCall;
 pub use gemm::GemmCall;
 
 /// A vector ISA level the micro-kernels are compiled for.
@@ -138,6 +142,115 @@ unsafe fn gemm_avx512(g: &GemmCall, a: *const f32, b: *const f32, c: *mut f32) {
 #[target_feature(enable = "avx2,fma")]
 unsafe fn gemm_avx2(g: &GemmCall, a: *const f32, b: *const f32, c: *mut f32) {
     unsafe { gemm::run::<simd::Avx2, 2, 4, 2>(g, a, b, c) }
+}
+
+/// Runs the conv2d micro-kernel at level `isa` (as [`gemm()`] for the level).
+///
+/// # Safety
+/// As [`conv2d::run`]: every addressed element is inside its allocation, C apart from W, X.
+pub unsafe fn conv2d(isa: Isa, g: &Conv2dCall, w: *const f32, x: *const f32, c: *mut f32) {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if Isa::Avx512.available() => unsafe { conv2d_avx512(g, w, x, c) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 if Isa::Avx2.available() => unsafe { conv2d_avx2(g, w, x, c) },
+        _ => unsafe { conv2d::run::<simd::Portable, 2, 2>(g, w, x, c) },
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn conv2d_avx512(g: &Conv2dCall, w: *const f32, x: *const f32, c: *mut f32) {
+    unsafe { conv2d::run::<simd::Avx512, 8, 2>(g, w, x, c) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn conv2d_avx2(g: &Conv2dCall, w: *const f32, x: *const f32, c: *mut f32) {
+    unsafe { conv2d::run::<simd::Avx2, 4, 2>(g, w, x, c) }
+}
+
+/// Runs the depthwise_conv2d micro-kernel at level `isa` (as [`gemm()`] for the level).
+///
+/// # Safety
+/// As [`depthwise::run`]: every addressed element is inside its allocation, C apart
+/// from W, X.
+pub unsafe fn depthwise_conv2d(
+    isa: Isa,
+    g: &DepthwiseCall,
+    w: *const f32,
+    x: *const f32,
+    c: *mut f32,
+) {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if Isa::Avx512.available() => unsafe { depthwise_avx512(g, w, x, c) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 if Isa::Avx2.available() => unsafe { depthwise_avx2(g, w, x, c) },
+        _ => unsafe { depthwise::run::<simd::Portable, 2>(g, w, x, c) },
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn depthwise_avx512(g: &DepthwiseCall, w: *const f32, x: *const f32, c: *mut f32) {
+    unsafe { depthwise::run::<simd::Avx512, 2>(g, w, x, c) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn depthwise_avx2(g: &DepthwiseCall, w: *const f32, x: *const f32, c: *mut f32) {
+    unsafe { depthwise::run::<simd::Avx2, 2>(g, w, x, c) }
+}
+
+/// The host symbol generated code calls for a `microkernel depthwise_conv2d` statement:
+/// sizes `[o, h, w, kh, kw, sh, sw, dh, dw]`, then the strides of W, X, C (3 each).
+///
+/// # Safety
+/// Called by generated code only, with regions the loop-IR verifier proved in bounds;
+/// `sizes` points at 18 values.
+pub(crate) unsafe extern "C" fn kiln_depthwise_conv2d(
+    isa: i32,
+    w: *const f32,
+    x: *const f32,
+    c: *mut f32,
+    sizes: *const i64,
+) {
+    let v: [usize; 18] = std::array::from_fn(|i| unsafe { *sizes.add(i) }.max(0) as usize);
+    let g = DepthwiseCall {
+        out: [v[0], v[1], v[2]],
+        k: [v[3], v[4]],
+        steps: [v[5], v[6], v[7], v[8]],
+        ws: [v[9], v[10], v[11]],
+        xs: [v[12], v[13], v[14]],
+        cs: [v[15], v[16], v[17]],
+    };
+    unsafe { depthwise_conv2d(Isa::from_code(isa), &g, w, x, c) }
+}
+
+/// The host symbol generated code calls for a `microkernel conv2d` statement: sizes
+/// `[o, h, w, ci, kh, kw, sh, sw, dh, dw]`, then the strides of W (4), X (3), C (3).
+///
+/// # Safety
+/// Called by generated code only, with regions the loop-IR verifier proved in bounds;
+/// `sizes` points at 20 values.
+pub(crate) unsafe extern "C" fn kiln_conv2d(
+    isa: i32,
+    w: *const f32,
+    x: *const f32,
+    c: *mut f32,
+    sizes: *const i64,
+) {
+    let v: [usize; 20] = std::array::from_fn(|i| unsafe { *sizes.add(i) }.max(0) as usize);
+    let g = Conv2dCall {
+        out: [v[0], v[1], v[2]],
+        red: [v[3], v[4], v[5]],
+        steps: [v[6], v[7], v[8], v[9]],
+        ws: [v[10], v[11], v[12], v[13]],
+        xs: [v[14], v[15], v[16]],
+        cs: [v[17], v[18], v[19]],
+    };
+    unsafe { conv2d(Isa::from_code(isa), &g, w, x, c) }
 }
 
 /// The host symbol generated code calls for a `microkernel gemm` statement.

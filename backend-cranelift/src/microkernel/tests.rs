@@ -144,3 +144,275 @@ fn isa_levels_are_named_and_refused_when_missing() {
         }
     }
 }
+
+/// A conv2d call's sizes, with W and C either dense (the fast forms) or with padded
+/// strides (W gathered, C through the scratch tile); X always padded on its last axis
+/// by one element, so its column stride is not the row's width.
+#[derive(Clone, Debug)]
+struct ConvCase {
+    out: [usize; 3],
+    red: [usize; 3],
+    steps: [usize; 4],
+    loose_w: bool,
+    loose_c: bool,
+}
+
+impl ConvCase {
+    fn call(&self) -> (Conv2dCall, [usize; 3], [usize; 3]) {
+        let [o, h, w] = self.out;
+        let [ci, kh, kw] = self.red;
+        let [sh, sw, dh, dw] = self.steps;
+        let xe = [
+            ci,
+            (h - 1) * sh + (kh - 1) * dh + 1,
+            (w - 1) * sw + (kw - 1) * dw + 1,
+        ];
+        let xrow = xe[2] + 1;
+        let ws = if self.loose_w {
+            [ci * kh * (kw + 1), kh * (kw + 1), kw + 1, 1]
+        } else {
+            [ci * kh * kw, kh * kw, kw, 1]
+        };
+        let cs = if self.loose_c {
+            [h * (w + 2), w + 2, 1]
+        } else {
+            [h * w, w, 1]
+        };
+        let call = Conv2dCall {
+            out: self.out,
+            red: self.red,
+            steps: self.steps,
+            ws,
+            xs: [xe[1] * xrow, xrow, 1],
+            cs,
+        };
+        (call, xe, [o * ws[0], ci * xe[1] * xrow, o * cs[0]])
+    }
+}
+
+fn check_conv(isa: Isa, case: &ConvCase, seed: u64) -> Result<(), String> {
+    let (g, xe, lens) = case.call();
+    let mut s = seed | 1;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    };
+    let w: Vec<f32> = (0..lens[0]).map(|_| next()).collect();
+    let x: Vec<f32> = (0..lens[1]).map(|_| next()).collect();
+    let mut c = vec![f32::NAN; lens[2] + 9];
+    unsafe { conv2d(isa, &g, w.as_ptr(), x.as_ptr(), c.as_mut_ptr()) };
+    // The declaration on the operands gathered dense.
+    let [o, h, wd] = g.out;
+    let [ci, kh, kw] = g.red;
+    let wat = |p: usize, cc: usize, u: usize, v: usize| {
+        w[p * g.ws[0] + cc * g.ws[1] + u * g.ws[2] + v * g.ws[3]]
+    };
+    let xat = |cc: usize, r: usize, q: usize| x[cc * g.xs[0] + r * g.xs[1] + q * g.xs[2]];
+    let wd_: Vec<f32> = (0..o * ci * kh * kw)
+        .map(|i| wat(i / (ci * kh * kw), i / (kh * kw) % ci, i / kw % kh, i % kw))
+        .collect();
+    let xd: Vec<f32> = (0..xe.iter().product::<usize>())
+        .map(|i| xat(i / (xe[1] * xe[2]), i / xe[2] % xe[1], i % xe[2]))
+        .collect();
+    let kernel = MicroKernel::Conv2d {
+        o: o as i64,
+        h: h as i64,
+        w: wd as i64,
+        ci: ci as i64,
+        kh: kh as i64,
+        kw: kw as i64,
+        sh: g.steps[0] as i64,
+        sw: g.steps[1] as i64,
+        dh: g.steps[2] as i64,
+        dw: g.steps[3] as i64,
+    };
+    let decl = declaration(kernel).unwrap();
+    let ins = [
+        NDArray::from_vec([o, ci, kh, kw], wd_).unwrap(),
+        NDArray::from_vec(xe, xd).unwrap(),
+    ];
+    let want = interp::run_with_inputs(&decl, &ins).unwrap()[0]
+        .to_vec::<f32>()
+        .unwrap();
+    let [sh, sw, dh, dw] = g.steps;
+    let mut written = vec![false; c.len()];
+    for p in 0..o {
+        for y in 0..h {
+            for q in 0..wd {
+                let mag: f64 = (0..ci * kh * kw)
+                    .map(|r| {
+                        let (cc, u, v) = (r / (kh * kw), r / kw % kh, r % kw);
+                        (wat(p, cc, u, v) as f64 * xat(cc, y * sh + u * dh, q * sw + v * dw) as f64)
+                            .abs()
+                    })
+                    .sum();
+                let tol = 2.0 * (ci * kh * kw + 1) as f64 * f32::EPSILON as f64 * mag + 1e-30;
+                let at = p * g.cs[0] + y * g.cs[1] + q * g.cs[2];
+                written[at] = true;
+                let (got, want) = (c[at] as f64, want[(p * h + y) * wd + q] as f64);
+                if (got - want).abs() > tol {
+                    return Err(format!(
+                        "{isa} {case:?}: C[{p}, {y}, {q}] = {got}, want {want} (±{tol})"
+                    ));
+                }
+            }
+        }
+    }
+    if c.iter().zip(&written).any(|(v, w)| !w && !v.is_nan()) {
+        return Err(format!("{isa} {case:?}: wrote outside C's region"));
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+    #[test]
+    fn conv2d_matches_declaration_at_every_isa(
+        o in 1usize..20, h in 1usize..4, w in 1usize..40, ci in 1usize..6,
+        kh in 1usize..4, kw in 1usize..4, steps in proptest::array::uniform4(1usize..3),
+        loose_w in any::<bool>(), loose_c in any::<bool>(), seed in any::<u64>()
+    ) {
+        let case = ConvCase { out: [o, h, w], red: [ci, kh, kw], steps, loose_w, loose_c };
+        for isa in Isa::all_available() {
+            check_conv(isa, &case, seed).map_err(TestCaseError::fail)?;
+        }
+    }
+}
+
+/// ResNet-shaped tiles (a reduction longer than one panel chunk included).
+#[test]
+fn conv2d_resnet_shaped_calls() {
+    for isa in Isa::all_available() {
+        for (out, red, steps) in [
+            ([64, 1, 56], [64, 3, 3], [1, 1, 1, 1]),
+            ([64, 1, 56], [3, 7, 7], [2, 2, 1, 1]),
+            ([64, 7, 7], [512, 3, 3], [1, 1, 1, 1]),
+            ([16, 2, 28], [128, 3, 3], [2, 2, 1, 1]),
+        ] {
+            let case = ConvCase {
+                out,
+                red,
+                steps,
+                loose_w: false,
+                loose_c: false,
+            };
+            check_conv(isa, &case, 11).unwrap();
+        }
+    }
+}
+
+/// The depthwise kernel against its declaration: W `[o, kh, kw]` and X dense or with
+/// padded strides, C dense or with a column stride of 2 (written lane by lane).
+fn check_depthwise(
+    isa: Isa,
+    out: [usize; 3],
+    k: [usize; 2],
+    steps: [usize; 4],
+    loose: bool,
+    seed: u64,
+) -> Result<(), String> {
+    let [o, h, wd] = out;
+    let [kh, kw] = k;
+    let [sh, sw, dh, dw] = steps;
+    let xe = [
+        o,
+        (h - 1) * sh + (kh - 1) * dh + 1,
+        (wd - 1) * sw + (kw - 1) * dw + 1,
+    ];
+    let pad = usize::from(loose);
+    let ws = [kh * (kw + pad), kw + pad, 1];
+    let xs = [xe[1] * (xe[2] + pad), xe[2] + pad, 1];
+    let cs = if loose {
+        [h * wd * 2, wd * 2, 2]
+    } else {
+        [h * wd, wd, 1]
+    };
+    let g = DepthwiseCall {
+        out,
+        k,
+        steps,
+        ws,
+        xs,
+        cs,
+    };
+    let mut s = seed | 1;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    };
+    let w: Vec<f32> = (0..o * ws[0]).map(|_| next()).collect();
+    let x: Vec<f32> = (0..o * xs[0]).map(|_| next()).collect();
+    let mut c = vec![f32::NAN; o * cs[0] + 9];
+    unsafe { depthwise_conv2d(isa, &g, w.as_ptr(), x.as_ptr(), c.as_mut_ptr()) };
+    let wat = |p: usize, u: usize, v: usize| w[p * ws[0] + u * ws[1] + v];
+    let xat = |p: usize, r: usize, q: usize| x[p * xs[0] + r * xs[1] + q];
+    let wd_: Vec<f32> = (0..o * kh * kw)
+        .map(|i| wat(i / (kh * kw), i / kw % kh, i % kw))
+        .collect();
+    let xd: Vec<f32> = (0..xe.iter().product::<usize>())
+        .map(|i| xat(i / (xe[1] * xe[2]), i / xe[2] % xe[1], i % xe[2]))
+        .collect();
+    let kernel = MicroKernel::DepthwiseConv2d {
+        o: o as i64,
+        h: h as i64,
+        w: wd as i64,
+        kh: kh as i64,
+        kw: kw as i64,
+        sh: sh as i64,
+        sw: sw as i64,
+        dh: dh as i64,
+        dw: dw as i64,
+    };
+    let ins = [
+        NDArray::from_vec([o, kh, kw], wd_).unwrap(),
+        NDArray::from_vec(xe, xd).unwrap(),
+    ];
+    let want = interp::run_with_inputs(&declaration(kernel).unwrap(), &ins).unwrap()[0]
+        .to_vec::<f32>()
+        .unwrap();
+    let mut written = vec![false; c.len()];
+    for p in 0..o {
+        for y in 0..h {
+            for q in 0..wd {
+                let mag: f64 = (0..kh * kw)
+                    .map(|r| {
+                        let (u, v) = (r / kw, r % kw);
+                        (wat(p, u, v) as f64 * xat(p, y * sh + u * dh, q * sw + v * dw) as f64)
+                            .abs()
+                    })
+                    .sum();
+                let tol = 2.0 * (kh * kw + 1) as f64 * f32::EPSILON as f64 * mag + 1e-30;
+                let at = p * cs[0] + y * cs[1] + q * cs[2];
+                written[at] = true;
+                let (got, want) = (c[at] as f64, want[(p * h + y) * wd + q] as f64);
+                if (got - want).abs() > tol {
+                    return Err(format!(
+                        "{isa} {out:?} {k:?} {steps:?} loose={loose}: C[{p}, {y}, {q}] = {got}, want {want}"
+                    ));
+                }
+            }
+        }
+    }
+    if c.iter().zip(&written).any(|(v, w)| !w && !v.is_nan()) {
+        return Err(format!("{isa} {out:?}: wrote outside C's region"));
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+    #[test]
+    fn depthwise_matches_declaration_at_every_isa(
+        o in 1usize..5, h in 1usize..4, w in 1usize..70, kh in 1usize..4, kw in 1usize..4,
+        steps in proptest::array::uniform4(1usize..3), loose in any::<bool>(), seed in any::<u64>()
+    ) {
+        for isa in Isa::all_available() {
+            check_depthwise(isa, [o, h, w], [kh, kw], steps, loose, seed)
+                .map_err(TestCaseError::fail)?;
+        }
+    }
+}

@@ -18,14 +18,19 @@
 //!   checks.)
 //!   Dense, batch-matmul and 1×1 stride-1 conv2d whose anchor matches the gemm
 //!   micro-kernel's declaration instead take `gemm_tiles`: tiles of up to 16 (a
-//!   conv2d: 64) by 64 outputs, each computed by one tensorized `microkernel gemm` call.
+//!   conv2d: 64) by 64 outputs, each computed by one tensorized `microkernel gemm` call;
+//!   every other group-1 conv2d, and a depthwise one, takes `conv2d_tiles`: up to
+//!   64 output channels by up to 64 output pixels, one tensorized `microkernel conv2d`
+//!   (or `depthwise_conv2d`) call each. The channel-vectorized tiles above remain for
+//!   the conv2d the micro-kernels do not match (other groups, an inlined input).
 //! - **Every other materialized stage** (outputs and intermediates: pooling, softmax,
 //!   reductions, data movement): the innermost data axis is split and vectorized and
 //!   moved inside the reduction loops, the remaining outer data loops are fused into one
-//!   `parallel` loop.
+//!   `parallel` loop (a ragged innermost axis, not vectorized, stays a serial loop
+//!   inside it when the others give it at least 16 iterations).
 
 use crate::error::Result;
-use crate::te::tensorize::match_gemm;
+use crate::te::tensorize::{match_conv2d, match_gemm};
 use crate::te::{Attach, Expr, Intrin, OpId, Schedule, Tensor};
 use crate::tir::ForKind;
 use crate::topi::{Ctx, Tag};
@@ -56,6 +61,10 @@ pub fn schedule(s: &mut Schedule, ctx: &Ctx, outputs: &[Tensor]) -> Result<()> {
     Ok(())
 }
 
+/// The fewest iterations of the other axes for which [`generic`] keeps a ragged last
+/// axis out of the parallel loop (enough to share among the threads).
+const SERIAL_ROWS_AT_LEAST: usize = 16;
+
 /// Parallel outer loop, vectorized innermost data axis (see the module doc).
 pub fn generic(s: &mut Schedule, op: OpId) -> Result<()> {
     let data = data_leaves(s, op);
@@ -81,7 +90,20 @@ pub fn generic(s: &mut Schedule, op: OpId) -> Result<()> {
     if let Some(li) = vector {
         set_kind(s, op, li, ForKind::Vectorized)?;
     }
-    if let Some(p) = fuse_all(s, op, &outer)? {
+    // A ragged (scalar) last axis stays a serial inner loop when the other axes give
+    // the parallel loop enough iterations: fused in, every element would pay the
+    // divisions that recover its indices (a conv2d's padded input: 58-wide rows).
+    let mut par = &outer[..];
+    if vector.is_none() && outer.len() > 1 {
+        let mut rows = 1;
+        for &x in &outer[..outer.len() - 1] {
+            rows *= s.graph().iter_var(x)?.extent;
+        }
+        if rows >= SERIAL_ROWS_AT_LEAST {
+            par = &outer[..outer.len() - 1];
+        }
+    }
+    if let Some(p) = fuse_all(s, op, par)? {
         set_kind(s, op, p, ForKind::Parallel)?;
     }
     Ok(())
@@ -90,6 +112,9 @@ pub fn generic(s: &mut Schedule, op: OpId) -> Result<()> {
 /// Register tiling of output `o` and its anchor `a` (see the module doc).
 fn anchored(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<()> {
     if matches!(tag, Tag::Dense | Tag::BatchMatmul | Tag::Conv2d) && gemm_tiles(s, o, a, tag)? {
+        return Ok(());
+    }
+    if tag == Tag::Conv2d && conv2d_tiles(s, o, a)? {
         return Ok(());
     }
     let data = data_leaves(s, o);
@@ -193,21 +218,14 @@ fn anchored(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<()> {
 }
 
 /// Dense, batch-matmul and 1×1 stride-1 conv2d on the gemm micro-kernel: the output
-/// tiled `tm × tn` over the anchor's `i` and `j` dimensions (every other dimension one
-/// at a time), the tiles in one `parallel` loop, the anchor computed at the tile by one
-/// tensorized call into a local tile, the epilogue vectorized along the tile axis that
-/// is contiguous in memory. `false` (nothing changed) when the
-/// anchor does not match the micro-kernel's declaration, reads an inlined stage, or
-/// `j`'s extent has no tile size dividing it.
+/// tiled `tm × tn` over the anchor's `i` and `j` dimensions (see [`tensorized_tiles`]).
+/// `false` (nothing changed) when the anchor does not match the micro-kernel's
+/// declaration, reads an inlined stage, or `j`'s extent has no tile size dividing it.
 fn gemm_tiles(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<bool> {
     let Ok(m) = match_gemm(s.graph(), a) else {
         return Ok(false);
     };
-    let inlined = m.reads.iter().any(|(r, _)| match r {
-        Expr::Read { tensor, .. } => s.stage(*tensor).is_ok_and(|st| st.attach == Attach::Inline),
-        _ => true,
-    });
-    if inlined {
+    if reads_inlined(s, m.reads.iter().map(|r| &r.0)) {
         return Ok(false);
     }
     let shape = s.graph().ops()[o.index()].shape.clone();
@@ -227,20 +245,76 @@ fn gemm_tiles(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<bool> {
     } else {
         pick(shape[di], &[16, 8, 4, 2])
     };
+    tensorized_tiles(s, o, a, &[(di, tm), (dj, tn)], Intrin::Gemm)
+}
+
+/// Every other group-1 conv2d (any kernel size, stride, dilation, padding) on the conv2d
+/// micro-kernel, a depthwise one (one input and one output channel per group) on the
+/// depthwise_conv2d micro-kernel: tiles of up to 64 output channels by up to 64 output pixels (whole
+/// rows where they fit, several rows of a narrow image), see [`tensorized_tiles`].
+/// `false` when the anchor does not match the declaration or reads an inlined stage.
+fn conv2d_tiles(s: &mut Schedule, o: OpId, a: OpId) -> Result<bool> {
+    let Ok(m) = match_conv2d(s.graph(), a) else {
+        return Ok(false);
+    };
+    if reads_inlined(s, [&m.w.0, &m.x.0]) {
+        return Ok(false);
+    }
+    let shape = s.graph().ops()[o.index()].shape.clone();
+    let [dp, dy, dx] = m.dims;
+    let tp = divisor_at_most(shape[dp], 64);
+    let tx = divisor_at_most(shape[dx], 64);
+    let ty = divisor_at_most(shape[dy], (64 / tx).max(1));
+    let intrin = if m.depthwise {
+        Intrin::DepthwiseConv2d
+    } else {
+        Intrin::Conv2d
+    };
+    tensorized_tiles(s, o, a, &[(dp, tp), (dy, ty), (dx, tx)], intrin)
+}
+
+/// The largest divisor of `n` not above `cap` (at least 1).
+fn divisor_at_most(n: usize, cap: usize) -> usize {
+    (1..=cap.min(n)).rev().find(|d| n % d == 0).unwrap_or(1)
+}
+
+/// Whether any of `reads` is not a read of a materialized stage.
+fn reads_inlined<'e>(s: &Schedule, reads: impl IntoIterator<Item = &'e Expr>) -> bool {
+    reads.into_iter().any(|r| match r {
+        Expr::Read { tensor, .. } => s.stage(*tensor).is_ok_and(|st| st.attach == Attach::Inline),
+        _ => true,
+    })
+}
+
+/// Output `o` tiled by `tiles` (dimension, tile size dividing it), the tiles and every
+/// other dimension in one `parallel` loop, anchor `a` computed at the tile by one
+/// tensorized `intrin` call into a local tile, the epilogue's innermost tile dimension
+/// vectorized.
+fn tensorized_tiles(
+    s: &mut Schedule,
+    o: OpId,
+    a: OpId,
+    tiles: &[(usize, usize)],
+    intrin: Intrin,
+) -> Result<bool> {
     let data = data_leaves(s, o);
-    let (mo, mi) = split(s, o, data[di], tm)?;
-    let (no, ni) = split(s, o, data[dj], tn)?;
+    let mut tiles = tiles.to_vec();
+    tiles.sort_unstable();
     let mut outer: Vec<_> = data
         .iter()
         .enumerate()
-        .filter(|(d, _)| *d != di && *d != dj)
+        .filter(|(d, _)| !tiles.iter().any(|t| t.0 == *d))
         .map(|(_, &x)| x)
         .collect();
-    outer.extend([mo, no]);
-    // The epilogue: the tile axis later in memory innermost, vectorized.
-    let (first, last, t_last) = if di < dj { (mi, ni, tn) } else { (ni, mi, tm) };
+    let mut inner = vec![];
+    for &(d, f) in &tiles {
+        let (lo, li) = split(s, o, data[d], f)?;
+        outer.push(lo);
+        inner.push((li, f));
+    }
     let mut order = outer.clone();
-    order.push(first);
+    let (last, t_last) = inner.pop().expect("at least one tile dimension");
+    order.extend(inner.iter().map(|t| t.0));
     let lanes = pick(t_last, &[8, 4]);
     if lanes > 1 {
         let (lo, li) = split(s, o, last, lanes)?;
@@ -257,6 +331,6 @@ fn gemm_tiles(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<bool> {
     set_kind(s, o, p, ForKind::Parallel)?;
     compute_at(s, a, o, p)?;
     let t = s.graph().tensor(a)?;
-    s.tensorize(t, Intrin::Gemm)?;
+    s.tensorize(t, intrin)?;
     Ok(true)
 }

@@ -773,26 +773,25 @@ impl<'a> Lowerer<'a> {
         if self.children.get(&o).is_some_and(|c| !c.is_empty()) {
             return Err(fail("has stages computed at it".into()));
         }
-        let Intrin::Gemm = intrin;
-        let gm = tensorize::match_gemm(self.g, o)?;
-        if let Some(d) = (0..rank).find(|d| !gm.dims.contains(d) && extents[*d] != 1) {
+        let (dims, zeroed, reads, kernel) = tensorize::call_shape(self.g, o, intrin, &extents)?;
+        if let Some(d) = (0..rank).find(|d| !dims.contains(d) && extents[*d] != 1) {
             return Err(fail(format!(
-                "covers {} elements of dimension {d} there, which the gemm call does not walk",
-                extents[d]
+                "covers {} elements of dimension {d} there, which the {} call does not walk",
+                extents[d],
+                kernel.name()
             )));
         }
         let mut env: HashMap<IterVar, tir::Expr> = op.axes().iter().copied().zip(mins).collect();
-        env.insert(gm.r, int(0));
-        for &u in &gm.units {
+        for &u in &zeroed {
             env.insert(u, int(0));
         }
         let mut operands = vec![];
-        for (read, axes) in &gm.reads {
-            match &mut self.expr(read, &env)? {
+        for (read, axes) in reads {
+            match &mut self.expr(&read, &env)? {
                 tir::Expr::Load { buffer, indices } => operands.push(tir::Operand {
                     buffer: *buffer,
                     base: std::mem::take(indices),
-                    axes: *axes,
+                    axes,
                 }),
                 _ => return Err(fail("reads a stage without a buffer (inlined)".into())),
             }
@@ -800,13 +799,8 @@ impl<'a> Lowerer<'a> {
         operands.push(tir::Operand {
             buffer: self.bufs[&o],
             base: vec![int(0); rank],
-            axes: gm.dims,
+            axes: dims,
         });
-        let kernel = tir::MicroKernel::Gemm {
-            m: extents[gm.dims[0]] as i64,
-            n: extents[gm.dims[1]] as i64,
-            k: self.g.iter_var(gm.r)?.extent as i64,
-        };
         Ok(Stmt::MicroKernel(Box::new(tir::KernelCall {
             kernel,
             operands,

@@ -4,8 +4,8 @@
 //! A [`KernelCall`] names a [`MicroKernel`] (its kind and sizes) and one [`Operand`] per
 //! tensor of the kernel's declaration — inputs first, then the one output. An operand is
 //! a buffer, a base index per buffer dimension, and which buffer dimension each axis of
-//! the declared tensor walks: element `(u, v)` of the declared tensor is the buffer
-//! element at `base` with `u` added on dimension `axes[0]` and `v` on `axes[1]`.
+//! the declared tensor walks: element `(u, v, ..)` of the declared tensor is the buffer
+//! element at `base` with `u` added on dimension `axes[0]`, `v` on `axes[1]`, and so on.
 //!
 //! The meaning of a call is its declaration, a TE compute
 //! ([`crate::te::tensorize::declaration`]); [`expand`] replaces every call of a kernel by
@@ -36,6 +36,56 @@ pub enum MicroKernel {
         /// The reduction's extent.
         k: i64,
     },
+    /// A direct 2-D convolution over a tile of one image (float32):
+    /// `C[p, y, x] = Σ_{c<ci, u<kh, v<kw} W[p, c, u, v] · X[c, y·sh + u·dh, x·sw + v·dw]`
+    /// for `p < o`, `y < h`, `x < w`; operands `W` (`o × ci × kh × kw`), `X`
+    /// (`ci × ((h-1)·sh + (kh-1)·dh + 1) × ((w-1)·sw + (kw-1)·dw + 1)`), `C` (`o × h × w`).
+    Conv2d {
+        /// Output channels.
+        o: i64,
+        /// Output rows.
+        h: i64,
+        /// Output columns.
+        w: i64,
+        /// Input channels.
+        ci: i64,
+        /// Kernel rows.
+        kh: i64,
+        /// Kernel columns.
+        kw: i64,
+        /// Row stride.
+        sh: i64,
+        /// Column stride.
+        sw: i64,
+        /// Row dilation.
+        dh: i64,
+        /// Column dilation.
+        dw: i64,
+    },
+    /// A depthwise 2-D convolution over a tile of one image (float32):
+    /// `C[p, y, x] = Σ_{u<kh, v<kw} W[p, u, v] · X[p, y·sh + u·dh, x·sw + v·dw]`
+    /// for `p < o`, `y < h`, `x < w`; operands `W` (`o × kh × kw`), `X`
+    /// (`o × ((h-1)·sh + (kh-1)·dh + 1) × ((w-1)·sw + (kw-1)·dw + 1)`), `C` (`o × h × w`).
+    DepthwiseConv2d {
+        /// Channels.
+        o: i64,
+        /// Output rows.
+        h: i64,
+        /// Output columns.
+        w: i64,
+        /// Kernel rows.
+        kh: i64,
+        /// Kernel columns.
+        kw: i64,
+        /// Row stride.
+        sh: i64,
+        /// Column stride.
+        sw: i64,
+        /// Row dilation.
+        dh: i64,
+        /// Column dilation.
+        dw: i64,
+    },
 }
 
 impl MicroKernel {
@@ -43,6 +93,8 @@ impl MicroKernel {
     pub fn name(self) -> &'static str {
         match self {
             MicroKernel::Gemm { .. } => "gemm",
+            MicroKernel::Conv2d { .. } => "conv2d",
+            MicroKernel::DepthwiseConv2d { .. } => "depthwise_conv2d",
         }
     }
 
@@ -50,6 +102,50 @@ impl MicroKernel {
     pub fn sizes(self) -> Vec<(&'static str, i64)> {
         match self {
             MicroKernel::Gemm { m, n, k } => vec![("m", m), ("n", n), ("k", k)],
+            MicroKernel::Conv2d {
+                o,
+                h,
+                w,
+                ci,
+                kh,
+                kw,
+                sh,
+                sw,
+                dh,
+                dw,
+            } => vec![
+                ("o", o),
+                ("h", h),
+                ("w", w),
+                ("ci", ci),
+                ("kh", kh),
+                ("kw", kw),
+                ("sh", sh),
+                ("sw", sw),
+                ("dh", dh),
+                ("dw", dw),
+            ],
+            MicroKernel::DepthwiseConv2d {
+                o,
+                h,
+                w,
+                kh,
+                kw,
+                sh,
+                sw,
+                dh,
+                dw,
+            } => vec![
+                ("o", o),
+                ("h", h),
+                ("w", w),
+                ("kh", kh),
+                ("kw", kw),
+                ("sh", sh),
+                ("sw", sw),
+                ("dh", dh),
+                ("dw", dw),
+            ],
         }
     }
 
@@ -70,9 +166,32 @@ impl MicroKernel {
                 n: get("n")?,
                 k: get("k")?,
             },
+            "conv2d" => MicroKernel::Conv2d {
+                o: get("o")?,
+                h: get("h")?,
+                w: get("w")?,
+                ci: get("ci")?,
+                kh: get("kh")?,
+                kw: get("kw")?,
+                sh: get("sh")?,
+                sw: get("sw")?,
+                dh: get("dh")?,
+                dw: get("dw")?,
+            },
+            "depthwise_conv2d" => MicroKernel::DepthwiseConv2d {
+                o: get("o")?,
+                h: get("h")?,
+                w: get("w")?,
+                kh: get("kh")?,
+                kw: get("kw")?,
+                sh: get("sh")?,
+                sw: get("sw")?,
+                dh: get("dh")?,
+                dw: get("dw")?,
+            },
             _ => {
                 return Err(Error::InvalidArgument(format!(
-                    "unknown microkernel `{name}` (known: gemm)"
+                    "unknown microkernel `{name}` (known: gemm, conv2d, depthwise_conv2d)"
                 )));
             }
         };
@@ -91,9 +210,48 @@ impl MicroKernel {
     }
 
     /// The extents of each operand's declared tensor (inputs, then the output).
-    pub fn operand_extents(self) -> Vec<[i64; 2]> {
+    pub fn operand_extents(self) -> Vec<Vec<i64>> {
         match self {
-            MicroKernel::Gemm { m, n, k } => vec![[m, k], [n, k], [m, n]],
+            MicroKernel::Gemm { m, n, k } => vec![vec![m, k], vec![n, k], vec![m, n]],
+            MicroKernel::Conv2d {
+                o,
+                h,
+                w,
+                ci,
+                kh,
+                kw,
+                sh,
+                sw,
+                dh,
+                dw,
+            } => vec![
+                vec![o, ci, kh, kw],
+                vec![
+                    ci,
+                    (h - 1) * sh + (kh - 1) * dh + 1,
+                    (w - 1) * sw + (kw - 1) * dw + 1,
+                ],
+                vec![o, h, w],
+            ],
+            MicroKernel::DepthwiseConv2d {
+                o,
+                h,
+                w,
+                kh,
+                kw,
+                sh,
+                sw,
+                dh,
+                dw,
+            } => vec![
+                vec![o, kh, kw],
+                vec![
+                    o,
+                    (h - 1) * sh + (kh - 1) * dh + 1,
+                    (w - 1) * sw + (kw - 1) * dw + 1,
+                ],
+                vec![o, h, w],
+            ],
         }
     }
 }
@@ -106,8 +264,9 @@ pub struct Operand {
     pub buffer: BufferId,
     /// One index per buffer dimension.
     pub base: Vec<Expr>,
-    /// The buffer dimension each declared axis walks (distinct).
-    pub axes: [usize; 2],
+    /// The buffer dimension each declared axis walks (distinct; one per axis of the
+    /// declared tensor).
+    pub axes: Vec<usize>,
 }
 
 /// A call of a micro-kernel.
@@ -130,8 +289,8 @@ impl KernelCall {
         self.operands.iter().flat_map(|o| o.base.iter()).collect()
     }
 
-    /// The indices of declared element `(u, v)` of operand `o`.
-    fn indices(&self, o: usize, uv: [Expr; 2]) -> Vec<Expr> {
+    /// The indices of declared element `uv` of operand `o`.
+    fn indices(&self, o: usize, uv: Vec<Expr>) -> Vec<Expr> {
         let op = &self.operands[o];
         let mut idx = op.base.clone();
         for (d, e) in op.axes.iter().zip(uv) {
@@ -172,12 +331,17 @@ impl KernelCall {
                     b.shape.len()
                 )));
             }
-            let [d0, d1] = op.axes;
-            if d0 == d1 || d0 >= b.shape.len() || d1 >= b.shape.len() {
+            let distinct = op
+                .axes
+                .iter()
+                .enumerate()
+                .all(|(i, d)| *d < b.shape.len() && !op.axes[..i].contains(d));
+            if op.axes.len() != e.len() || !distinct {
                 return Err(bad(format!(
-                    "operand {o} (`{}`): axes {:?} are not two distinct dimensions of its rank {}",
+                    "operand {o} (`{}`): axes {:?} are not {} distinct dimensions of its rank {}",
                     b.name,
                     op.axes,
+                    e.len(),
                     b.shape.len()
                 )));
             }
@@ -329,12 +493,12 @@ impl Remap<'_> {
             .iter()
             .map(|i| self.expr(i))
             .collect::<Result<_>>()?;
-        let uv: [Expr; 2] = uv.try_into().map_err(|_| {
-            Error::Unsupported(format!(
-                "microkernel {}: a declared tensor is not 2-D",
+        if uv.len() != self.call.operands[o].axes.len() {
+            return Err(Error::Unsupported(format!(
+                "microkernel {}: a declared tensor's rank differs from its operand's axes",
                 self.call.kernel
-            ))
-        })?;
+            )));
+        }
         Ok((self.call.operands[o].buffer, self.call.indices(o, uv)))
     }
 

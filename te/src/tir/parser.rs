@@ -570,7 +570,7 @@ impl Parser {
         }
     }
 
-    /// `NAME(size=N, ..., %buf[base, ...] axes(D0, D1), ...)` after `microkernel`.
+    /// `NAME(size=N, ..., %buf[base, ...] axes(D0, D1, ...), ...)` after `microkernel`.
     fn microkernel(&mut self) -> Result<Stmt> {
         let (l, c) = self.here();
         let name = self.ident("a micro-kernel name")?;
@@ -584,18 +584,19 @@ impl Parser {
                 let base = self.expr_list("]")?;
                 self.expect_ident("axes")?;
                 self.expect_punct("(")?;
-                let d0 = self.signed_int("an axis")?;
-                self.expect_punct(",")?;
-                let d1 = self.signed_int("an axis")?;
+                let mut axes = vec![];
+                loop {
+                    let d = self.signed_int("an axis")?;
+                    axes.push(
+                        usize::try_from(d)
+                            .map_err(|_| err(l, c, format!("axis {d} is negative")))?,
+                    );
+                    if !self.eat_punct(",") {
+                        break;
+                    }
+                }
                 self.expect_punct(")")?;
-                let axis = |d: i64| {
-                    usize::try_from(d).map_err(|_| err(l, c, format!("axis {d} is negative")))
-                };
-                operands.push(Operand {
-                    buffer,
-                    base,
-                    axes: [axis(d0)?, axis(d1)?],
-                });
+                operands.push(Operand { buffer, base, axes });
             } else {
                 let key = self.ident("a size name or an operand `%buffer[...]`")?;
                 self.expect_punct("=")?;

@@ -299,12 +299,12 @@ impl<'a> Printer<'a> {
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
                 for o in &call.operands {
+                    let axes: Vec<String> = o.axes.iter().map(|a| a.to_string()).collect();
                     args.push(format!(
-                        "{}[{}] axes({}, {})",
+                        "{}[{}] axes({})",
                         self.names.buffer(o.buffer),
                         self.list(&o.base),
-                        o.axes[0],
-                        o.axes[1]
+                        axes.join(", ")
                     ));
                 }
                 let _ = writeln!(

@@ -97,6 +97,9 @@ pub fn conv2d(ctx: &mut Ctx, op: &Conv2d, args: &[TeValue], out: &Type) -> Resul
     ctx.tagged(Tag::Conv2d, &os, "conv2d_nchw", |i| {
         let ic = if groups == 1 {
             Expr::Var(rc)
+        } else if og == 1 {
+            // One output channel per group (depthwise when `cg` is 1): no division.
+            scaled(&i[1], cg) + Expr::Var(rc)
         } else {
             i[1].clone().floordiv(idx(og)) * idx(cg) + Expr::Var(rc)
         };
