@@ -35,6 +35,10 @@ use rspirv::spirv::{GlslStd450Op as Glsl, Word};
 
 use super::{Gen, Val};
 
+/// The trigonometric functions [`super::math64`] computes for float32 arguments only
+/// (its reduction modulo `π/2` takes a float32).
+pub(crate) const CIRCULAR: [Trig; 3] = [Trig::Sin, Trig::Cos, Trig::Tan];
+
 impl Gen<'_> {
     /// `intrinsic(args)`.
     pub(crate) fn intrinsic(&mut self, intrinsic: Intrinsic, args: Vec<Val>) -> Result<Val> {
@@ -109,6 +113,7 @@ impl Gen<'_> {
             Intrinsic::Log => self.log_f64(x)?,
             Intrinsic::Sigmoid => self.sigmoid_f64(x)?,
             Intrinsic::Tanh => self.tanh_f64(x)?,
+            Intrinsic::Trig(t) if !CIRCULAR.contains(&t) => self.trig_f64(t, x)?,
             Intrinsic::Sqrt => self.glsl_of(d, Glsl::Sqrt, &[x])?,
             Intrinsic::Rsqrt => {
                 let s = self.glsl_of(d, Glsl::Sqrt, &[x])?;

@@ -13,7 +13,7 @@
 //!   double). Error: within 2 ulp of `e^x` for normal results (the polynomial's
 //!   roundings, one per `fma`, shrink by `|r|` per step); `+inf` above ~709.78, `0` below
 //!   -746, NaN kept. Results below the smallest normal double come from one rounding of
-//!   a product and so follow the device's float64 denormal mode (lavapipe flushes).
+//!   a product and so follow the device's float64 denormal mode (0 where it flushes).
 //! - `log(x)`: fdlibm's `e_log.c` (as musl's `log`): `x = 2^k·m` with `m` in
 //!   `[√2/2, √2]` (a subnormal `x` scaled by `2^54` first), `f = m − 1`, `s = f/(2+f)`,
 //!   `log(1+f) = f − (f²/2 − s·(f²/2 + R(s²)))` with fdlibm's degree-14 minimax `R`
@@ -30,29 +30,34 @@
 //!   polynomial to `x^17` (truncation below `1e-17` relative), so no cancellation;
 //!   `asinh(a) = log1p(a + a²/(1 + √(1+a²)))`, `acosh(x) = log1p(t + √(t·(t+2)))` with
 //!   `t = x − 1` (NaN below 1), `atanh(a) = log1p(2a/(1−a))/2`; the odd ones take `x`'s
-//!   sign.
+//!   sign; past `2^28` `asinh` and `acosh` are `log(2a)` (the forms' `a²` would
+//!   overflow a float64).
 //! - `atan`: `|x| > 1` through `π/2 − atan(1/|x|)`, then two halvings
 //!   `t/(1 + √(1+t²))` (`atan t = 2·atan` of it) down to `|t| ≤ tan(π/16)`, and the
 //!   Taylor series to `t^25` (truncation below `1e-18` relative); `asin(x) =
-//!   atan(x/√(1−x²))` (`1 − x²` exact for a float32 `x`), `acos(x) =
-//!   2·atan(√((1−x)/(1+x)))` (no cancellation near 1). NaN outside `[-1, 1]`.
+//!   atan(x/√((1−x)(1+x)))`, `acos(x) = 2·atan(√((1−x)/(1+x)))` (no cancellation near
+//!   1). NaN outside `[-1, 1]`.
 //! - `sin`, `cos`, `tan` of a float32 `x` (exact in float64): `|x| = (n + f)·π/2`,
 //!   `|f| ≤ 1/2`, then `r = f·π/2` and the Taylor polynomials of `sin r`, `cos r` (to
 //!   `r^19`, truncation below `1e-18`), picked and signed by `n mod 4` (`tan = sin/cos`).
 //!   Below `2^28·π/2` the reduction is musl's `__rem_pio2f` (`k = roundEven(x·2/π)`,
 //!   `x − k·pio2_1 − k·pio2_1t` with a 25-bit `pio2_1`: exact products, 25+53 bits of
 //!   `π/2`, enough for every float32 there as musl states); above, Payne–Hanek in
-//!   integers: the float32's 24-bit significand times four 24-bit chunks of `2/π`'s
-//!   bits (a table checked against a Machin computation; five chunks, so what is dropped
-//!   stays below 2^-61 of a quarter turn), each 48-bit product shifted
+//!   integers: the float32's 24-bit significand times five 24-bit chunks of `2/π`'s
+//!   bits (a table checked against a Machin computation), each 48-bit product shifted
 //!   into a 64-bit fixed-point number with 2 integer bits (the wrapping of the
-//!   additions drops whole turns), which gives `n` and `f` to 2^-62. Infinite and NaN
-//!   `x` give NaN.
+//!   additions drops whole turns), which gives `n` and `f` to within 2^-61 of a quarter
+//!   turn. Infinite and NaN `x` give NaN.
 //!
-//! These are used for
-//!   float32 (and float16, bfloat16) arguments, which convert to float64 exactly: the
-//!   float64 result is within a few float64 ulp, so the rounded float32 result is within
-//!   1 float32 ulp (the test checks that against the platform's `f32` functions).
+//! On float64 arguments all but `sin`, `cos`, `tan` (whose reduction needs a float32
+//! argument) serve float64 itself, within the bounds the tests check against the
+//! platform's `f64` functions: `sinh`, `cosh` 4 ulp, `asinh`, `acosh`, `atanh`, `atan`,
+//! `asin`, `acos` 8 ulp.
+//!
+//! All of them serve float32 (and float16, bfloat16) arguments, which convert to
+//! float64 exactly: the float64 result is within a few float64 ulp, so the rounded
+//! float32 result is within 1 float32 ulp (the test checks that against the platform's
+//! `f64` functions rounded to `f32`).
 
 use kiln_executor::Result;
 use kiln_ir::DType;
@@ -271,6 +276,18 @@ impl Gen<'_> {
         let xn = self.b.is_nan(bool_t, None, x);
         let xn = self.ok(xn)?;
         self.d_select(xn, x, res)
+    }
+
+    /// `log(2·a)` where `a > 2^28` (there `asinh(a)` and `acosh(a)` are `log(2a)` to
+    /// float64 precision, and their forms' `a²` may overflow), `r` elsewhere.
+    fn log_of_twice_past_2_28(&mut self, a: Word, r: Word) -> Result<Word> {
+        use rspirv::spirv::Op::FAdd;
+        let l = self.log_f64(a)?;
+        let ln2 = self.c64(std::f64::consts::LN_2)?;
+        let l = self.d_op(FAdd, l, ln2)?;
+        let big_c = self.c64(2f64.powi(28))?;
+        let big = self.d_lt(big_c, a)?;
+        self.d_select(big, l, r)
     }
 
     /// `log(1 + u)` (see the module doc).
@@ -629,12 +646,8 @@ impl Gen<'_> {
                 let den = self.d_op(FAdd, one, root)?;
                 let q = self.d_op(FDiv, aa, den)?;
                 let u = self.d_op(FAdd, a, q)?;
-                // (inf/inf above is not a number; asinh(inf) is inf.)
-                let bool_t = self.ty(DType::Bool)?;
-                let inf = self.b.is_inf(bool_t, None, a);
-                let inf = self.ok(inf)?;
-                let u = self.d_select(inf, a, u)?;
                 let r = self.log1p_f64(u)?;
+                let r = self.log_of_twice_past_2_28(a, r)?;
                 self.d_copysign(x, r)?
             }
             Trig::Acosh => {
@@ -644,6 +657,7 @@ impl Gen<'_> {
                 let root = self.glsl_of(D, Glsl::Sqrt, &[p])?;
                 let u = self.d_op(FAdd, tt, root)?;
                 let r = self.log1p_f64(u)?;
+                let r = self.log_of_twice_past_2_28(x, r)?;
                 // Below 1 the form is finite; acosh is not defined there.
                 let below = self.d_lt(x, one)?;
                 let nan = self.c64(f64::NAN)?;
@@ -659,8 +673,10 @@ impl Gen<'_> {
             }
             Trig::Atan => self.atan_f64(x)?,
             Trig::Asin => {
-                let xx = self.d_op(FMul, x, x)?;
-                let w = self.d_op(FSub, one, xx)?;
+                // (1 - x)(1 + x): both factors exact for |x| >= 1/2, no cancellation.
+                let lo = self.d_op(FSub, one, x)?;
+                let hi = self.d_op(FAdd, one, x)?;
+                let w = self.d_op(FMul, lo, hi)?;
                 let root = self.glsl_of(D, Glsl::Sqrt, &[w])?;
                 let q = self.d_op(FDiv, x, root)?;
                 self.atan_f64(q)?

@@ -38,6 +38,8 @@
 mod expr;
 mod math;
 mod math64;
+
+pub(crate) use math::CIRCULAR;
 mod stmt;
 
 use std::collections::HashMap;
