@@ -264,18 +264,44 @@ fn conv2d_tiles(s: &mut Schedule, o: OpId, a: OpId) -> Result<bool> {
     }
     let shape = s.graph().ops()[o.index()].shape.clone();
     let [dp, dy, dx] = m.dims;
-    let tp = divisor_at_most(shape[dp], 64);
-    let (ty, tx, intrin) = if m.depthwise {
+    let (tp, ty, tx, intrin) = if m.depthwise {
         // Vectorized along each row: more rows would not fill its vectors better.
         let tx = divisor_at_most(shape[dx], 64);
         let ty = divisor_at_most(shape[dy], (64 / tx).max(1));
-        (ty, tx, Intrin::DepthwiseConv2d)
+        (
+            divisor_at_most(shape[dp], 64),
+            ty,
+            tx,
+            Intrin::DepthwiseConv2d,
+        )
     } else {
         let (ty, tx) = pixel_tile(shape[dy], shape[dx]);
-        (ty, tx, Intrin::Conv2d)
+        let outputs: usize = shape.iter().product();
+        (
+            channel_tile(shape[dp], outputs / shape[dp] / (ty * tx)),
+            ty,
+            tx,
+            Intrin::Conv2d,
+        )
     };
     tensorized_tiles(s, o, a, &[(dp, tp), (dy, ty), (dx, tx)], intrin)
 }
+
+/// Output channels of a conv2d tile: the largest divisor of `o` up to 128 (each packed
+/// input panel serves more channels), or up to 64 when that would leave fewer than
+/// [`TILES_AT_LEAST`] tiles (`pixel_tiles` of them per channel tile) to share among the
+/// threads.
+fn channel_tile(o: usize, pixel_tiles: usize) -> usize {
+    let wide = divisor_at_most(o, 128);
+    if (o / wide) * pixel_tiles >= TILES_AT_LEAST {
+        wide
+    } else {
+        divisor_at_most(o, 64)
+    }
+}
+
+/// The fewest tiles of a conv2d [`channel_tile`] widens its tiles for.
+const TILES_AT_LEAST: usize = 4;
 
 /// Output pixels of a conv2d tile at most (the packed panel holds a reduction chunk of
 /// `32768 / pixels` taps).
@@ -367,12 +393,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pixel_tiles_fill_whole_vectors_where_the_image_allows() {
+    fn conv2d_tiles_fill_whole_vectors_and_leave_work_to_share() {
         assert_eq!(pixel_tile(56, 56), (4, 56));
         assert_eq!(pixel_tile(112, 112), (4, 56));
         assert_eq!(pixel_tile(28, 28), (4, 28));
         assert_eq!(pixel_tile(14, 14), (14, 14));
         assert_eq!(pixel_tile(7, 7), (7, 7));
+        assert_eq!(channel_tile(512, 1), 128);
+        assert_eq!(channel_tile(256, 1), 64);
+        assert_eq!(channel_tile(128, 7), 128);
+        assert_eq!(channel_tile(96, 1), 48);
+        assert_eq!(channel_tile(96, 4), 96);
         for h in 1..=80 {
             for w in 1..=80 {
                 let (ty, tx) = pixel_tile(h, w);
