@@ -20,9 +20,9 @@
 //!   micro-kernel's declaration instead take `gemm_tiles`: tiles of up to 16 (a
 //!   conv2d: 64) by 64 outputs, each computed by one tensorized `microkernel gemm` call;
 //!   every other group-1 conv2d, and a depthwise one, takes `conv2d_tiles`: up to
-//!   64 output channels by up to 256 output pixels (whole rows, their count a multiple of
-//!   the vector width where the image allows), one tensorized `microkernel conv2d`
-//!   (or `depthwise_conv2d`) call each. The channel-vectorized tiles above remain for
+//!   128 output channels by up to 256 output pixels (whole rows, their count a multiple
+//!   of the vector width where the image allows; depthwise: 64 by 64), one tensorized
+//!   `microkernel conv2d` (or `depthwise_conv2d`) call each. The channel-vectorized tiles above remain for
 //!   the conv2d the micro-kernels do not match (other groups, an inlined input).
 //! - **Every other materialized stage** (outputs and intermediates: pooling, softmax,
 //!   reductions, data movement): the innermost data axis is split and vectorized and
