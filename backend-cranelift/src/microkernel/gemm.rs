@@ -92,8 +92,15 @@ pub(crate) unsafe fn axpy<S: Simd, const MR: usize, const NV: usize>(
     while i0 < g.m {
         let mut j0 = 0;
         while j0 < g.n {
+            let rest = g.n - j0;
             if j0 + w <= g.n {
                 unsafe { axpy_block::<S, MR, NV, true>(g, a, b, c, i0, j0, accumulate) };
+            } else if NV > 1 && rest == S::LANES {
+                // A tail of one vector: a one-vector block, not `NV` with all but one
+                // empty (a 112-pixel conv2d tile is three blocks of 32 and one of 16).
+                unsafe { axpy_block::<S, MR, 1, true>(g, a, b, c, i0, j0, accumulate) };
+            } else if NV > 1 && rest < S::LANES {
+                unsafe { axpy_block::<S, MR, 1, false>(g, a, b, c, i0, j0, accumulate) };
             } else {
                 unsafe { axpy_block::<S, MR, NV, false>(g, a, b, c, i0, j0, accumulate) };
             }

@@ -20,8 +20,9 @@
 //!   micro-kernel's declaration instead take `gemm_tiles`: tiles of up to 16 (a
 //!   conv2d: 64) by 64 outputs, each computed by one tensorized `microkernel gemm` call;
 //!   every other group-1 conv2d, and a depthwise one, takes `conv2d_tiles`: up to
-//!   64 output channels by up to 64 output pixels, one tensorized `microkernel conv2d`
-//!   (or `depthwise_conv2d`) call each. The channel-vectorized tiles above remain for
+//!   128 output channels by up to 256 output pixels (whole rows, their count a multiple
+//!   of the vector width where the image allows; depthwise: 64 by 64), one tensorized
+//!   `microkernel conv2d` (or `depthwise_conv2d`) call each. The channel-vectorized tiles above remain for
 //!   the conv2d the micro-kernels do not match (other groups, an inlined input).
 //! - **Every other materialized stage** (outputs and intermediates: pooling, softmax,
 //!   reductions, data movement): the innermost data axis is split and vectorized and
@@ -250,8 +251,9 @@ fn gemm_tiles(s: &mut Schedule, o: OpId, a: OpId, tag: Tag) -> Result<bool> {
 
 /// Every other group-1 conv2d (any kernel size, stride, dilation, padding) on the conv2d
 /// micro-kernel, a depthwise one (one input and one output channel per group) on the
-/// depthwise_conv2d micro-kernel: tiles of up to 64 output channels by up to 64 output pixels (whole
-/// rows where they fit, several rows of a narrow image), see [`tensorized_tiles`].
+/// depthwise_conv2d micro-kernel: tiles of up to 64 output channels by whole rows of up to
+/// 64 pixels, as many rows as fill the conv2d kernel's vectors best ([`pixel_tile`]; a
+/// depthwise one: up to 64 pixels), see [`tensorized_tiles`].
 /// `false` when the anchor does not match the declaration or reads an inlined stage.
 fn conv2d_tiles(s: &mut Schedule, o: OpId, a: OpId) -> Result<bool> {
     let Ok(m) = match_conv2d(s.graph(), a) else {
@@ -262,15 +264,66 @@ fn conv2d_tiles(s: &mut Schedule, o: OpId, a: OpId) -> Result<bool> {
     }
     let shape = s.graph().ops()[o.index()].shape.clone();
     let [dp, dy, dx] = m.dims;
-    let tp = divisor_at_most(shape[dp], 64);
-    let tx = divisor_at_most(shape[dx], 64);
-    let ty = divisor_at_most(shape[dy], (64 / tx).max(1));
-    let intrin = if m.depthwise {
-        Intrin::DepthwiseConv2d
+    let (tp, ty, tx, intrin) = if m.depthwise {
+        // Vectorized along each row: more rows would not fill its vectors better.
+        let tx = divisor_at_most(shape[dx], 64);
+        let ty = divisor_at_most(shape[dy], (64 / tx).max(1));
+        (
+            divisor_at_most(shape[dp], 64),
+            ty,
+            tx,
+            Intrin::DepthwiseConv2d,
+        )
     } else {
-        Intrin::Conv2d
+        let (ty, tx) = pixel_tile(shape[dy], shape[dx]);
+        let outputs: usize = shape.iter().product();
+        (
+            channel_tile(shape[dp], outputs / shape[dp] / (ty * tx)),
+            ty,
+            tx,
+            Intrin::Conv2d,
+        )
     };
     tensorized_tiles(s, o, a, &[(dp, tp), (dy, ty), (dx, tx)], intrin)
+}
+
+/// Output channels of a conv2d tile: the largest divisor of `o` up to 128 (each packed
+/// input panel serves more channels), or up to 64 when that would leave fewer than
+/// [`TILES_AT_LEAST`] tiles (`pixel_tiles` of them per channel tile) to share among the
+/// threads.
+fn channel_tile(o: usize, pixel_tiles: usize) -> usize {
+    let wide = divisor_at_most(o, 128);
+    if (o / wide) * pixel_tiles >= TILES_AT_LEAST {
+        wide
+    } else {
+        divisor_at_most(o, 64)
+    }
+}
+
+/// The fewest tiles of a conv2d [`channel_tile`] widens its tiles for.
+const TILES_AT_LEAST: usize = 4;
+
+/// Output pixels of a conv2d tile at most (the packed panel holds a reduction chunk of
+/// `32768 / pixels` taps).
+const TILE_PIXELS: usize = 256;
+
+/// The micro-kernels' vector width in pixels the tile's pixel count is rounded up to (16
+/// lanes of AVX-512; a multiple of AVX2's 8 and SSE's 4).
+const TILE_VECTOR: usize = 16;
+
+/// A conv2d tile of `ty` rows by `tx` columns (each dividing the image's `h`, `w`):
+/// `tx` the widest divisor of `w` up to 64, `ty` the divisor of `h` whose `ty · tx`
+/// pixels (at most [`TILE_PIXELS`]) fill whole vectors best, the larger on a tie (a
+/// 56-wide image: 4 rows, 224 pixels = 14 vectors, where one row left a 24-pixel
+/// partial block; 28 wide: 4 rows, 112 pixels).
+fn pixel_tile(h: usize, w: usize) -> (usize, usize) {
+    let tx = divisor_at_most(w, 64);
+    let fill = |p: usize| p as f64 / p.next_multiple_of(TILE_VECTOR) as f64;
+    let ty = (1..=h.min((TILE_PIXELS / tx).max(1)))
+        .filter(|d| h % d == 0)
+        .max_by(|&a, &b| fill(a * tx).total_cmp(&fill(b * tx)).then(a.cmp(&b)))
+        .unwrap_or(1);
+    (ty, tx)
 }
 
 /// The largest divisor of `n` not above `cap` (at least 1).
@@ -333,4 +386,30 @@ fn tensorized_tiles(
     let t = s.graph().tensor(a)?;
     s.tensorize(t, intrin)?;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conv2d_tiles_fill_whole_vectors_and_leave_work_to_share() {
+        assert_eq!(pixel_tile(56, 56), (4, 56));
+        assert_eq!(pixel_tile(112, 112), (4, 56));
+        assert_eq!(pixel_tile(28, 28), (4, 28));
+        assert_eq!(pixel_tile(14, 14), (14, 14));
+        assert_eq!(pixel_tile(7, 7), (7, 7));
+        assert_eq!(channel_tile(512, 1), 128);
+        assert_eq!(channel_tile(256, 1), 64);
+        assert_eq!(channel_tile(128, 7), 128);
+        assert_eq!(channel_tile(96, 1), 48);
+        assert_eq!(channel_tile(96, 4), 96);
+        for h in 1..=80 {
+            for w in 1..=80 {
+                let (ty, tx) = pixel_tile(h, w);
+                assert!(h % ty == 0 && w % tx == 0 && tx <= 64, "{h}x{w}: {ty}x{tx}");
+                assert!(ty == 1 || ty * tx <= TILE_PIXELS, "{h}x{w}: {ty}x{tx}");
+            }
+        }
+    }
 }
