@@ -8,15 +8,12 @@
 //!   `MR × NR` accumulators, each a vector over `r`, summed across lanes at the end
 //!   (GEMV-shaped at batch 1: the reduction is what is vectorized);
 //! - **axpy** (B and C contiguous along `j`, batch_matmul's `A · B`): `MR` rows by `NV`
-//!   vectors of columns, each `A[i, r]` splatted against a row of B; strip by strip of
-//!   columns, a strided B strip packed contiguous first;
+//!   vectors of columns, each `A[i, r]` splatted against a row of B;
 //! - the same with A and B exchanged (computing `Cᵀ`) when that is in axpy form
 //!   (conv2d: weights times an input row);
 //! - **scalar**: any strides.
 //! Rows past `m` in a block read row 0 again and are never stored (no load leaves the
 //! declared regions); column and reduction tails use partial (masked) loads and stores.
-
-use std::cell::Cell;
 
 use super::simd::Simd;
 
@@ -63,7 +60,7 @@ pub(crate) unsafe fn run<S: Simd, const MR: usize, const NR: usize, const NV: us
             i0 += MR;
         }
     } else if g.b[0] == 1 && g.c[1] == 1 {
-        unsafe { axpy_strips::<S, MR, NV>(g, a, b, c) };
+        unsafe { axpy::<S, MR, NV>(g, a, b, c, false) };
     } else if g.a[0] == 1 && g.c[0] == 1 {
         // `Cᵀ[j, i] = Σ_r B[j, r] · A[i, r]` is in axpy form (conv2d's `W · X`).
         let t = GemmCall {
@@ -95,77 +92,14 @@ pub(crate) unsafe fn axpy<S: Simd, const MR: usize, const NV: usize>(
     while i0 < g.m {
         let mut j0 = 0;
         while j0 < g.n {
-            let bj = unsafe { b.add(j0) };
             if j0 + w <= g.n {
-                unsafe { axpy_block::<S, MR, NV, true>(g, a, bj, g.b[1], c, i0, j0, accumulate) };
+                unsafe { axpy_block::<S, MR, NV, true>(g, a, b, c, i0, j0, accumulate) };
             } else {
-                unsafe { axpy_block::<S, MR, NV, false>(g, a, bj, g.b[1], c, i0, j0, accumulate) };
+                unsafe { axpy_block::<S, MR, NV, false>(g, a, b, c, i0, j0, accumulate) };
             }
             j0 += w;
         }
         i0 += MR;
-    }
-}
-
-thread_local! {
-    /// The packed strip of B: taken for a call and put back after it (not used inside a
-    /// `LocalKey::with` closure, which would not inherit the caller's
-    /// `#[target_feature]`s).
-    static STRIP: Cell<Vec<f32>> = const { Cell::new(vec![]) };
-}
-
-/// The axpy form strip by strip: for each `NV` vectors of columns, every row block, so
-/// a strip of B (`k × NV·LANES`) is reused by all the tile's rows while in L1. A strip
-/// whose rows are not already adjacent (dense's weights: rows 1024 floats apart all map
-/// to the same L1 sets) is first copied into a contiguous one.
-#[inline(always)]
-unsafe fn axpy_strips<S: Simd, const MR: usize, const NV: usize>(
-    g: &GemmCall,
-    a: *const f32,
-    b: *const f32,
-    c: *mut f32,
-) {
-    let w = NV * S::LANES;
-    let pack = g.m > MR && g.b[1] != w;
-    let mut strip = if pack { STRIP.take() } else { vec![] };
-    if pack && strip.len() < g.k * w {
-        strip.resize(g.k * w, 0.0);
-    }
-    let mut j0 = 0;
-    while j0 < g.n {
-        let full = j0 + w <= g.n;
-        let (bj, bs) = if pack {
-            let cols = (g.n - j0).min(w);
-            for r in 0..g.k {
-                let src = unsafe { b.add(r * g.b[1] + j0) };
-                let dst = unsafe { strip.as_mut_ptr().add(r * w) };
-                if full {
-                    for v in 0..NV {
-                        unsafe { S::store(dst.add(v * S::LANES), S::load(src.add(v * S::LANES))) };
-                    }
-                } else {
-                    unsafe { std::ptr::copy_nonoverlapping(src, dst, cols) };
-                }
-            }
-            (strip.as_ptr(), w)
-        } else {
-            (unsafe { b.add(j0) }, g.b[1])
-        };
-        let mut i0 = 0;
-        while i0 < g.m {
-            unsafe {
-                if full {
-                    axpy_block::<S, MR, NV, true>(g, a, bj, bs, c, i0, j0, false)
-                } else {
-                    axpy_block::<S, MR, NV, false>(g, a, bj, bs, c, i0, j0, false)
-                }
-            };
-            i0 += MR;
-        }
-        j0 += w;
-    }
-    if pack {
-        STRIP.set(strip);
     }
 }
 
@@ -215,15 +149,11 @@ unsafe fn dot_block<S: Simd, const MR: usize, const NR: usize>(
     }
 }
 
-/// One `MR`-row block of columns `j0..j0 + NV·LANES`; `bj` is B at column `j0`, its
-/// rows `bs` apart.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn axpy_block<S: Simd, const MR: usize, const NV: usize, const FULL: bool>(
     g: &GemmCall,
     a: *const f32,
-    bj: *const f32,
-    bs: usize,
+    b: *const f32,
     c: *mut f32,
     i0: usize,
     j0: usize,
@@ -251,7 +181,7 @@ unsafe fn axpy_block<S: Simd, const MR: usize, const NV: usize, const FULL: bool
         }
     }
     for r in 0..g.k {
-        let brow = unsafe { bj.add(r * bs) };
+        let brow = unsafe { b.add(r * g.b[1] + j0) };
         let bv: [S::V; NV] = std::array::from_fn(|v| unsafe {
             if FULL {
                 S::load(brow.add(v * S::LANES))
