@@ -32,9 +32,10 @@
 //!
 //! An input is staged when the anchor reads it once, at indices affine in the anchor's
 //! axes (so its tile is the exact window: a matmul operand, a conv2d weight, and the
-//! conv2d input patch, padding included, when `groups == 1`; a grouped conv2d's input
-//! channel is `floordiv(oc, OC/groups) * C/groups + rc`, not affine, so only its
-//! weights are staged), and while the tiles staged so far fit in
+//! conv2d input patch, padding included, when `groups == 1` or each group has one
+//! output channel (depthwise: the input channel is `oc * C/groups + rc`); another
+//! grouped conv2d's input channel is `floordiv(oc, OC/groups) * C/groups + rc`, not
+//! affine, so only its weights are staged), and while the tiles staged so far fit in
 //! [`SHARED_BUDGET_BYTES`] (smallest tiles first). [`plan`] returns `None`, and the
 //! output keeps the plain schedule, when the anchor reads a materialized stage (tiling
 //! keeps every intermediate in its consumer's thread), when its rank does not fit the
