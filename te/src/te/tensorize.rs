@@ -65,11 +65,7 @@ pub fn declaration(kernel: MicroKernel) -> Result<PrimFunc> {
             dw,
             ..
         } => {
-            let ext: Vec<Vec<usize>> = kernel
-                .operand_extents()
-                .iter()
-                .map(|e| e.iter().map(|&x| x as usize).collect())
-                .collect();
+            let ext = operand_extents(kernel);
             let mut g = Graph::new();
             let w = g.placeholder(&ext[0], DType::F32, "W")?;
             let x = g.placeholder(&ext[1], DType::F32, "X")?;
@@ -77,10 +73,7 @@ pub fn declaration(kernel: MicroKernel) -> Result<PrimFunc> {
             let ry = g.reduce_axis(kh as usize, "ry")?;
             let rx = g.reduce_axis(kw as usize, "rx")?;
             let c = g.compute(&ext[2], "C", |i| {
-                let row =
-                    i[1].clone() * Expr::int(sh as i32) + Expr::from(ry) * Expr::int(dh as i32);
-                let col =
-                    i[2].clone() * Expr::int(sw as i32) + Expr::from(rx) * Expr::int(dw as i32);
+                let [row, col] = window(i, [ry, rx], [sh, sw, dh, dw]);
                 super::sum(
                     w.at(&[i[0].clone(), rc.into(), ry.into(), rx.into()])
                         * x.at(&[rc.into(), row, col]),
@@ -98,21 +91,14 @@ pub fn declaration(kernel: MicroKernel) -> Result<PrimFunc> {
             dw,
             ..
         } => {
-            let ext: Vec<Vec<usize>> = kernel
-                .operand_extents()
-                .iter()
-                .map(|e| e.iter().map(|&x| x as usize).collect())
-                .collect();
+            let ext = operand_extents(kernel);
             let mut g = Graph::new();
             let w = g.placeholder(&ext[0], DType::F32, "W")?;
             let x = g.placeholder(&ext[1], DType::F32, "X")?;
             let ry = g.reduce_axis(kh as usize, "ry")?;
             let rx = g.reduce_axis(kw as usize, "rx")?;
             let c = g.compute(&ext[2], "C", |i| {
-                let row =
-                    i[1].clone() * Expr::int(sh as i32) + Expr::from(ry) * Expr::int(dh as i32);
-                let col =
-                    i[2].clone() * Expr::int(sw as i32) + Expr::from(rx) * Expr::int(dw as i32);
+                let [row, col] = window(i, [ry, rx], [sh, sw, dh, dw]);
                 super::sum(
                     w.at(&[i[0].clone(), ry.into(), rx.into()]) * x.at(&[i[0].clone(), row, col]),
                     &[ry, rx],
@@ -123,6 +109,24 @@ pub fn declaration(kernel: MicroKernel) -> Result<PrimFunc> {
     };
     CACHE.with(|c| c.borrow_mut().insert(kernel, f.clone()));
     Ok(f)
+}
+
+/// The extents of `kernel`'s operands (`W`, `X`, `C`) as TE shapes.
+fn operand_extents(kernel: MicroKernel) -> Vec<Vec<usize>> {
+    kernel
+        .operand_extents()
+        .iter()
+        .map(|e| e.iter().map(|&x| x as usize).collect())
+        .collect()
+}
+
+/// The input row and column a convolution's output `(.., y, x)` reads at kernel tap
+/// `(ry, rx)`: `y·sh + ry·dh`, `x·sw + rx·dw`.
+fn window(i: &[Expr], [ry, rx]: [IterVar; 2], [sh, sw, dh, dw]: [i64; 4]) -> [Expr; 2] {
+    [
+        i[1].clone() * Expr::int(sh as i32) + Expr::from(ry) * Expr::int(dh as i32),
+        i[2].clone() * Expr::int(sw as i32) + Expr::from(rx) * Expr::int(dw as i32),
+    ]
 }
 
 /// How a stage matches the gemm declaration `C[i, j] = Σ_r A[.., i, .., r] · B[.., j, .., r]`.
